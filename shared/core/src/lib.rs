@@ -1,0 +1,8 @@
+//! The pure core of stackflow.
+//!
+//! Everything in this crate is synchronous and free of AWS SDK crates, so it is tested
+//! offline in milliseconds. Values that only AWS can give (availability zones, exports,
+//! dynamic references, the state of deployed resources) come in through small traits.
+
+pub mod dynref;
+pub mod schema;
