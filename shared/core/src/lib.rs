@@ -4,5 +4,13 @@
 //! offline in milliseconds. Values that only AWS can give (availability zones, exports,
 //! dynamic references, the state of deployed resources) come in through small traits.
 
+pub mod cidr;
 pub mod dynref;
+pub mod error;
+pub mod graph;
+pub mod intrinsics;
+pub mod plan;
 pub mod schema;
+pub mod template;
+
+pub use error::{ErrorKind, Path, Result, TemplateError};

@@ -1,0 +1,221 @@
+//! The one error type of the template core.
+//!
+//! Every error names where it happened: the file (when there is one), the path inside the
+//! template (`Resources.Queue.Properties.VisibilityTimeout`) and what is wrong, with a hint
+//! at the fix where one is known.
+
+use std::fmt;
+
+/// What kind of problem a [`TemplateError`] reports. Tests and callers match on it; people
+/// read the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The text is not valid JSON or YAML.
+    Syntax,
+    /// A section, key or value has the wrong shape (a list where an object is expected, an
+    /// unknown top-level section, a resource without `Type`, ...).
+    Structure,
+    /// A `Ref`, `Fn::GetAtt`, `Fn::Sub` variable, `DependsOn` or condition name that names
+    /// nothing in the template.
+    UnresolvedReference,
+    /// A parameter value that breaks the parameter's constraints, or a parameter given on
+    /// the command line that the template does not declare.
+    ParameterValue,
+    /// A parameter without a value and without a `Default`.
+    MissingParameter,
+    /// A `Transform` stackflow does not run (SAM, `AWS::LanguageExtensions`, macros).
+    UnsupportedTransform,
+    /// An intrinsic function stackflow does not implement (`Fn::ToJsonString`, ...).
+    UnsupportedFunction,
+    /// An intrinsic function used with the wrong arguments, or that fails (`Fn::Select`
+    /// out of range, a bad CIDR block, a missing mapping key, ...).
+    InvalidFunction,
+    /// A value that only exists once a resource is deployed, needed where it is not known.
+    NotAvailable,
+    /// Resources that depend on each other in a circle.
+    Cycle,
+    /// A dynamic reference (`{{resolve:...}}`) that is malformed or cannot be looked up.
+    DynamicReference,
+    /// A cloud assembly (`cdk.out`) that cannot be read.
+    Assembly,
+    /// Reading a file failed.
+    Io,
+}
+
+/// An error in a template, with where it is and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// What kind of problem it is.
+    pub kind: ErrorKind,
+    /// The template file, when the template came from one.
+    pub file: Option<String>,
+    /// The path inside the template, dotted, list indexes in brackets:
+    /// `Resources.Queue.Properties.Tags[0].Key`. Empty for the whole template.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it, when that is known.
+    pub hint: Option<String>,
+}
+
+impl TemplateError {
+    /// A new error at `path`.
+    pub fn new(kind: ErrorKind, path: impl fmt::Display, message: impl Into<String>) -> Self {
+        TemplateError {
+            kind,
+            file: None,
+            path: path.to_string(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint at the fix.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Names the file the template came from (kept when already set).
+    #[must_use]
+    pub fn in_file(mut self, file: impl fmt::Display) -> Self {
+        if self.file.is_none() {
+            self.file = Some(file.to_string());
+        }
+        self
+    }
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// The result type of the template core.
+pub type Result<T, E = TemplateError> = std::result::Result<T, E>;
+
+/// A path inside a template, built up while walking it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Path {
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl Path {
+    /// The root of the template.
+    pub fn root() -> Self {
+        Path::default()
+    }
+
+    /// A path from dotted keys: `Path::from_keys(["Resources", "Queue"])`.
+    pub fn from_keys<I, S>(keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Path {
+            segments: keys.into_iter().map(|k| Segment::Key(k.into())).collect(),
+        }
+    }
+
+    /// This path extended by an object key.
+    #[must_use]
+    pub fn key(&self, key: &str) -> Self {
+        let mut p = self.clone();
+        p.segments.push(Segment::Key(key.to_string()));
+        p
+    }
+
+    /// This path extended by a list index.
+    #[must_use]
+    pub fn index(&self, index: usize) -> Self {
+        let mut p = self.clone();
+        p.segments.push(Segment::Index(index));
+        p
+    }
+
+    /// The segments as strings, list indexes in decimal (the shape the resource schemas'
+    /// property paths use), skipping the first `skip` segments.
+    pub fn segments_from(&self, skip: usize) -> Vec<String> {
+        self.segments
+            .iter()
+            .skip(skip)
+            .map(|s| match s {
+                Segment::Key(k) => k.clone(),
+                Segment::Index(i) => i.to_string(),
+            })
+            .collect()
+    }
+
+    /// How many segments the path has.
+    pub fn len(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// True for the root.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.segments.iter().enumerate() {
+            match s {
+                Segment::Key(k) if i == 0 => f.write_str(k)?,
+                Segment::Key(k) => write!(f, ".{k}")?,
+                Segment::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_display_uses_dots_and_brackets() {
+        let p = Path::root()
+            .key("Resources")
+            .key("Queue")
+            .key("Properties")
+            .key("Tags")
+            .index(0)
+            .key("Key");
+        assert_eq!(p.to_string(), "Resources.Queue.Properties.Tags[0].Key");
+        assert_eq!(p.segments_from(3), vec!["Tags", "0", "Key"]);
+    }
+
+    #[test]
+    fn error_display_names_file_path_and_hint() {
+        let e = TemplateError::new(ErrorKind::UnresolvedReference, "Resources.A", "Ref to B")
+            .with_hint("declare B")
+            .in_file("t.yaml");
+        assert_eq!(
+            e.to_string(),
+            "t.yaml: Resources.A: Ref to B (hint: declare B)"
+        );
+    }
+}

@@ -1,0 +1,794 @@
+//! The intrinsic function resolver.
+//!
+//! [`Resolver`] turns long-form template values into concrete values. Everything that only
+//! AWS or the stack's state knows comes through [`Environment`]. In [`Mode::Plan`] a value
+//! that does not exist yet (a resource's physical id before it is created) becomes a
+//! *known after deploy* marker ([`unknown`]); in [`Mode::Deploy`] it is an error, so an
+//! unresolved expression never reaches a provider.
+
+mod conditions;
+mod params;
+mod pseudo;
+mod sub;
+
+use base64::Engine as _;
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+pub use conditions::evaluate_conditions;
+pub use params::{BoundParameters, bind_parameters};
+pub use pseudo::{Pseudo, partition, url_suffix};
+pub use sub::{SubPart, parse_sub};
+
+use crate::error::{ErrorKind, Path, Result, TemplateError};
+use crate::template::{Template, type_name};
+
+/// The functions stackflow resolves. Any other `Fn::*` fails before any AWS call.
+pub const SUPPORTED_FUNCTIONS: &[&str] = &[
+    "Ref",
+    "Fn::GetAtt",
+    "Fn::Join",
+    "Fn::Sub",
+    "Fn::Select",
+    "Fn::Split",
+    "Fn::Base64",
+    "Fn::If",
+    "Fn::Equals",
+    "Fn::And",
+    "Fn::Or",
+    "Fn::Not",
+    "Fn::FindInMap",
+    "Fn::GetAZs",
+    "Fn::Cidr",
+    "Fn::ImportValue",
+    "Fn::GetStackOutput",
+];
+
+/// The key of the *known after deploy* marker object.
+pub const UNKNOWN_KEY: &str = "stackflow:KnownAfterDeploy";
+
+/// A *known after deploy* marker: `{"stackflow:KnownAfterDeploy": "<what>"}`. Nothing in a
+/// template can produce it (its key is no intrinsic function and the parser never emits
+/// it), so it cannot be confused with a real value.
+pub fn unknown(what: impl Into<String>) -> Value {
+    let mut m = Map::new();
+    m.insert(UNKNOWN_KEY.into(), Value::String(what.into()));
+    Value::Object(m)
+}
+
+/// What an unknown marker stands for, when `v` is one.
+pub fn as_unknown(v: &Value) -> Option<&str> {
+    match v {
+        Value::Object(m) if m.len() == 1 => m.get(UNKNOWN_KEY).and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// True when `v` is or contains an unknown marker.
+pub fn contains_unknown(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => as_unknown(v).is_some() || m.values().any(contains_unknown),
+        Value::Array(items) => items.iter().any(contains_unknown),
+        _ => false,
+    }
+}
+
+/// How to treat values that do not exist yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// For a diff: values that do not exist yet become *known after deploy* markers.
+    Plan,
+    /// For an AWS call: every value must be known.
+    Deploy,
+}
+
+/// What the resolver asks of the world: the stack's resources and AWS lookups. Every
+/// method answers `None` when the value is not known; the resolver then marks it *known
+/// after deploy* (plan) or fails (deploy).
+pub trait Environment {
+    /// `Ref` of a resource: its physical id (or what `Ref` returns for its type).
+    fn resource_ref(&self, logical_id: &str) -> Option<Value>;
+    /// `Fn::GetAtt` of a resource.
+    fn resource_attribute(&self, logical_id: &str, attribute: &str) -> Option<Value>;
+    /// `Fn::GetAZs`: the availability zones of a region.
+    fn availability_zones(&self, _region: &str) -> Option<Vec<String>> {
+        None
+    }
+    /// `Fn::ImportValue`: another stack's export.
+    fn import_value(&self, _export_name: &str) -> Option<Value> {
+        None
+    }
+    /// `Fn::GetStackOutput`: another stack's output.
+    fn stack_output(&self, _reference: &StackOutputRef) -> Option<Value> {
+        None
+    }
+    /// The value of an SSM parameter, for `AWS::SSM::Parameter::Value<...>` parameters.
+    fn ssm_parameter(&self, _name: &str) -> Option<Value> {
+        None
+    }
+}
+
+/// An environment that knows nothing: every resource value is *known after deploy*.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmptyEnvironment;
+
+impl Environment for EmptyEnvironment {
+    fn resource_ref(&self, _: &str) -> Option<Value> {
+        None
+    }
+    fn resource_attribute(&self, _: &str, _: &str) -> Option<Value> {
+        None
+    }
+}
+
+/// The arguments of one `Fn::GetStackOutput`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct StackOutputRef {
+    /// The stack that has the output.
+    pub stack_name: String,
+    /// The output's name.
+    pub output_name: String,
+    /// The stack's region, when not the current one.
+    pub region: Option<String>,
+    /// A role to read it with (another account).
+    pub role_arn: Option<String>,
+}
+
+/// Resolves intrinsic functions in one stack's template.
+pub struct Resolver<'a> {
+    template: &'a Template,
+    parameters: &'a BoundParameters,
+    pseudo: &'a Pseudo,
+    conditions: &'a IndexMap<String, bool>,
+    env: &'a dyn Environment,
+    mode: Mode,
+}
+
+impl std::fmt::Debug for Resolver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> TemplateError {
+    TemplateError::new(ErrorKind::InvalidFunction, path, message)
+}
+
+impl<'a> Resolver<'a> {
+    /// A resolver for `template` with the given parameter values, pseudo parameters,
+    /// evaluated conditions and environment.
+    pub fn new(
+        template: &'a Template,
+        parameters: &'a BoundParameters,
+        pseudo: &'a Pseudo,
+        conditions: &'a IndexMap<String, bool>,
+        env: &'a dyn Environment,
+        mode: Mode,
+    ) -> Self {
+        Resolver {
+            template,
+            parameters,
+            pseudo,
+            conditions,
+            env,
+            mode,
+        }
+    }
+
+    /// The mode the resolver runs in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Resolves `value`, found at `path` in the template. `AWS::NoValue` at the top gives
+    /// `None`; inside objects and lists it removes the key or the element.
+    pub fn resolve(&self, value: &Value, path: &Path) -> Result<Option<Value>> {
+        match value {
+            Value::Object(m) if m.len() == 1 => {
+                let (k, arg) = m.iter().next().expect("one entry");
+                if k == "Ref" || k.starts_with("Fn::") {
+                    return self.function(k, arg, &path.key(k));
+                }
+                self.object(m, path).map(Some)
+            }
+            Value::Object(m) => self.object(m, path).map(Some),
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(v) = self.resolve(item, &path.index(i))? {
+                        out.push(v);
+                    }
+                }
+                Ok(Some(Value::Array(out)))
+            }
+            other => Ok(Some(other.clone())),
+        }
+    }
+
+    /// Resolves a resource's properties.
+    pub fn resolve_properties(&self, logical_id: &str) -> Result<Map<String, Value>> {
+        let r = self.template.resources.get(logical_id).ok_or_else(|| {
+            TemplateError::new(
+                ErrorKind::UnresolvedReference,
+                Path::from_keys(["Resources", logical_id]),
+                format!("no resource `{logical_id}` in the template"),
+            )
+        })?;
+        let path = Path::from_keys(["Resources", logical_id, "Properties"]);
+        match self.object(&r.properties, &path)? {
+            Value::Object(m) => Ok(m),
+            _ => unreachable!("object() builds an object"),
+        }
+    }
+
+    fn object(&self, m: &Map<String, Value>, path: &Path) -> Result<Value> {
+        let mut out = Map::new();
+        for (k, v) in m {
+            if let Some(v) = self.resolve(v, &path.key(k))? {
+                out.insert(k.clone(), v);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// Resolves a value that must be present (not `AWS::NoValue`).
+    fn value(&self, v: &Value, path: &Path) -> Result<Value> {
+        self.resolve(v, path)?
+            .ok_or_else(|| invalid(path, "AWS::NoValue cannot be used here"))
+    }
+
+    /// Resolves a value that must be a string (numbers are taken as their text). An
+    /// unknown marker comes back as `Err(marker)` in the inner result.
+    fn string(&self, v: &Value, path: &Path, what: &str) -> Result<Result<String, Value>> {
+        let r = self.value(v, path)?;
+        if as_unknown(&r).is_some() {
+            return Ok(Err(r));
+        }
+        match r {
+            Value::String(s) => Ok(Ok(s)),
+            Value::Number(n) => Ok(Ok(n.to_string())),
+            Value::Bool(b) => Ok(Ok(b.to_string())),
+            other => Err(invalid(
+                path,
+                format!("{what} must be a string, found {}", type_name(&other)),
+            )),
+        }
+    }
+
+    fn args<'v>(
+        &self,
+        arg: &'v Value,
+        path: &Path,
+        name: &str,
+        n: &[usize],
+    ) -> Result<&'v [Value]> {
+        match arg {
+            Value::Array(items) if n.contains(&items.len()) => Ok(items),
+            other => Err(invalid(
+                path,
+                format!(
+                    "{name} takes a list of {} arguments, found {}",
+                    n.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    match other {
+                        Value::Array(items) => format!("{} arguments", items.len()),
+                        v => type_name(v).to_string(),
+                    }
+                ),
+            )),
+        }
+    }
+
+    fn not_available(&self, path: &Path, what: String) -> Result<Option<Value>> {
+        match self.mode {
+            Mode::Plan => Ok(Some(unknown(what))),
+            Mode::Deploy => Err(TemplateError::new(
+                ErrorKind::NotAvailable,
+                path,
+                format!("{what} is not available"),
+            )),
+        }
+    }
+
+    fn function(&self, name: &str, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        match name {
+            "Ref" => self.reference(arg, path),
+            "Fn::GetAtt" => self.get_att(arg, path),
+            "Fn::Join" => self.join(arg, path),
+            "Fn::Sub" => self.sub(arg, path),
+            "Fn::Select" => self.select(arg, path),
+            "Fn::Split" => self.split(arg, path),
+            "Fn::Base64" => match self.string(arg, path, "Fn::Base64's argument")? {
+                Ok(s) => Ok(Some(Value::String(
+                    base64::engine::general_purpose::STANDARD.encode(s),
+                ))),
+                Err(u) => Ok(Some(u)),
+            },
+            "Fn::If" => self.if_(arg, path),
+            "Fn::Equals" | "Fn::And" | "Fn::Or" | "Fn::Not" => {
+                let mut single = Map::new();
+                single.insert(name.to_string(), arg.clone());
+                conditions::evaluate_expression(self, &Value::Object(single), path)
+                    .map(|b| Some(Value::Bool(b)))
+            }
+            "Fn::FindInMap" => self.find_in_map(arg, path),
+            "Fn::GetAZs" => self.get_azs(arg, path),
+            "Fn::Cidr" => self.cidr(arg, path),
+            "Fn::ImportValue" => match self.string(arg, path, "the export name")? {
+                Ok(export) => match self.env.import_value(&export) {
+                    Some(v) => Ok(Some(v)),
+                    None => match self.mode {
+                        Mode::Plan => Ok(Some(unknown(format!("export {export}")))),
+                        Mode::Deploy => Err(TemplateError::new(
+                            ErrorKind::NotAvailable,
+                            path,
+                            format!("no stack exports `{export}`"),
+                        )
+                        .with_hint("deploy the stack that exports it first")),
+                    },
+                },
+                Err(u) => Ok(Some(u)),
+            },
+            "Fn::GetStackOutput" => self.get_stack_output(arg, path),
+            other => Err(TemplateError::new(
+                ErrorKind::UnsupportedFunction,
+                path,
+                format!("intrinsic function `{other}` is not supported"),
+            )
+            .with_hint(format!(
+                "stackflow resolves {}",
+                SUPPORTED_FUNCTIONS.join(", ")
+            ))),
+        }
+    }
+
+    /// True when `logical_id` is a resource of the template whose condition holds.
+    fn active_resource(&self, logical_id: &str, path: &Path) -> Result<bool> {
+        match self.template.resources.get(logical_id) {
+            None => Ok(false),
+            Some(r) => match &r.condition {
+                Some(c) if !self.conditions.get(c).copied().unwrap_or(true) => {
+                    Err(TemplateError::new(
+                        ErrorKind::UnresolvedReference,
+                        path,
+                        format!(
+                            "`{logical_id}` is not created, because its condition `{c}` is false"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "guard the reference with Fn::If [{c}, ..., !Ref AWS::NoValue]"
+                    )))
+                }
+                _ => Ok(true),
+            },
+        }
+    }
+
+    /// `Ref` semantics for a name: pseudo parameter, parameter or resource.
+    fn ref_name(&self, name: &str, path: &Path) -> Result<Option<Value>> {
+        if name == "AWS::NoValue" {
+            return Ok(None);
+        }
+        if let Some(v) = pseudo::value(self.pseudo, name) {
+            return match v {
+                Some(v) => Ok(Some(v)),
+                None => self.not_available(path, name.to_string()),
+            };
+        }
+        if let Some(v) = self.parameters.get(name) {
+            if self.parameters.is_ssm(name) {
+                let key = v.as_str().unwrap_or_default();
+                return match self.env.ssm_parameter(key) {
+                    Some(v) => Ok(Some(v)),
+                    None => self.not_available(path, format!("SSM parameter {key}")),
+                };
+            }
+            return Ok(Some(v.clone()));
+        }
+        if self.template.parameters.contains_key(name) {
+            return Err(TemplateError::new(
+                ErrorKind::MissingParameter,
+                path,
+                format!("parameter `{name}` has no value"),
+            ));
+        }
+        if self.active_resource(name, path)? {
+            return match self.env.resource_ref(name) {
+                Some(v) => Ok(Some(v)),
+                None => self.not_available(path, name.to_string()),
+            };
+        }
+        Err(TemplateError::new(
+            ErrorKind::UnresolvedReference,
+            path,
+            format!(
+                "`{name}` is not a parameter, a resource or a pseudo parameter of this template"
+            ),
+        ))
+    }
+
+    fn reference(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        match arg {
+            Value::String(name) => self.ref_name(name, path),
+            other => Err(invalid(
+                path,
+                format!("Ref takes a name, found {}", type_name(other)),
+            )),
+        }
+    }
+
+    fn attribute(&self, res: &str, attr: &str, path: &Path) -> Result<Option<Value>> {
+        if !self.active_resource(res, path)? {
+            return Err(TemplateError::new(
+                ErrorKind::UnresolvedReference,
+                path,
+                format!("Fn::GetAtt names `{res}`, which is not a resource of this template"),
+            ));
+        }
+        match self.env.resource_attribute(res, attr) {
+            Some(v) => Ok(Some(v)),
+            None => self.not_available(path, format!("{res}.{attr}")),
+        }
+    }
+
+    fn get_att(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let (res, attr) = match arg {
+            Value::String(s) => match s.split_once('.') {
+                Some((r, a)) => (r.to_string(), Value::String(a.to_string())),
+                None => {
+                    return Err(invalid(
+                        path,
+                        "Fn::GetAtt takes [resource, attribute] or \"resource.attribute\"",
+                    ));
+                }
+            },
+            Value::Array(items) if items.len() == 2 => match &items[0] {
+                Value::String(r) => (r.clone(), items[1].clone()),
+                other => {
+                    return Err(invalid(
+                        &path.index(0),
+                        format!(
+                            "the resource name must be a string, found {}",
+                            type_name(other)
+                        ),
+                    ));
+                }
+            },
+            _ => {
+                return Err(invalid(
+                    path,
+                    "Fn::GetAtt takes [resource, attribute] or \"resource.attribute\"",
+                ));
+            }
+        };
+        let attr = match self.string(&attr, &path.index(1), "the attribute name")? {
+            Ok(a) => a,
+            Err(u) => return Ok(Some(u)),
+        };
+        self.attribute(&res, &attr, path)
+    }
+
+    fn list(&self, v: &Value, path: &Path, what: &str) -> Result<Result<Vec<Value>, Value>> {
+        let r = self.value(v, path)?;
+        if as_unknown(&r).is_some() {
+            return Ok(Err(r));
+        }
+        match r {
+            Value::Array(items) => Ok(Ok(items)),
+            other => Err(invalid(
+                path,
+                format!("{what} must be a list, found {}", type_name(&other)),
+            )),
+        }
+    }
+
+    fn join(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::Join", &[2])?;
+        let delim = match &a[0] {
+            Value::String(s) => s.clone(),
+            other => {
+                return Err(invalid(
+                    &path.index(0),
+                    format!("the delimiter must be a string, found {}", type_name(other)),
+                ));
+            }
+        };
+        let items = match self.list(&a[1], &path.index(1), "Fn::Join's second argument")? {
+            Ok(items) => items,
+            Err(u) => return Ok(Some(u)),
+        };
+        let mut parts = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            if as_unknown(item).is_some() {
+                return Ok(Some(item.clone()));
+            }
+            parts.push(match item {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                other => {
+                    return Err(invalid(
+                        &path.index(1).index(i),
+                        format!("Fn::Join can only join strings, found {}", type_name(other)),
+                    ));
+                }
+            });
+        }
+        Ok(Some(Value::String(parts.join(&delim))))
+    }
+
+    fn sub(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let (text, vars) = match arg {
+            Value::String(s) => (s.as_str(), None),
+            Value::Array(items) if items.len() == 2 => {
+                let text = items[0].as_str().ok_or_else(|| {
+                    invalid(&path.index(0), "Fn::Sub's first argument must be a string")
+                })?;
+                let vars = items[1].as_object().ok_or_else(|| {
+                    invalid(&path.index(1), "Fn::Sub's variable map must be an object")
+                })?;
+                (text, Some(vars))
+            }
+            _ => {
+                return Err(invalid(
+                    path,
+                    "Fn::Sub takes a string or [string, {variables}]",
+                ));
+            }
+        };
+        let parts = parse_sub(text).map_err(|m| invalid(path, m))?;
+        let mut out = String::new();
+        for part in parts {
+            match part {
+                SubPart::Literal(s) => out.push_str(&s),
+                SubPart::Var(name) => {
+                    let v = if let Some(expr) = vars.and_then(|m| m.get(&name)) {
+                        self.value(expr, &path.index(1).key(&name))?
+                    } else if let Some((res, attr)) = name.split_once('.') {
+                        match self.attribute(res, attr, path)? {
+                            Some(v) => v,
+                            None => return Err(invalid(path, "AWS::NoValue in Fn::Sub")),
+                        }
+                    } else {
+                        match self.ref_name(&name, path)? {
+                            Some(v) => v,
+                            None => {
+                                return Err(invalid(
+                                    path,
+                                    "AWS::NoValue cannot be substituted in Fn::Sub",
+                                ));
+                            }
+                        }
+                    };
+                    if as_unknown(&v).is_some() {
+                        return Ok(Some(v));
+                    }
+                    match v {
+                        Value::String(s) => out.push_str(&s),
+                        Value::Number(n) => out.push_str(&n.to_string()),
+                        Value::Bool(b) => out.push_str(&b.to_string()),
+                        other => {
+                            return Err(invalid(
+                                path,
+                                format!(
+                                    "`${{{name}}}` in Fn::Sub must be a string, found {}",
+                                    type_name(&other)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Some(Value::String(out)))
+    }
+
+    fn select(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::Select", &[2])?;
+        let index = match self.string(&a[0], &path.index(0), "the index")? {
+            Ok(s) => s.trim().parse::<usize>().map_err(|_| {
+                invalid(
+                    &path.index(0),
+                    format!("the index must be a whole number, found `{s}`"),
+                )
+            })?,
+            Err(u) => return Ok(Some(u)),
+        };
+        let items = match self.list(&a[1], &path.index(1), "Fn::Select's second argument")? {
+            Ok(items) => items,
+            Err(u) => return Ok(Some(u)),
+        };
+        match items.get(index) {
+            Some(v) => Ok(Some(v.clone())),
+            None => Err(invalid(
+                path,
+                format!(
+                    "index {index} is out of range for a list of {} elements",
+                    items.len()
+                ),
+            )),
+        }
+    }
+
+    fn split(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::Split", &[2])?;
+        let delim = match &a[0] {
+            Value::String(s) if !s.is_empty() => s.clone(),
+            _ => {
+                return Err(invalid(
+                    &path.index(0),
+                    "the delimiter must be a non-empty string",
+                ));
+            }
+        };
+        match self.string(&a[1], &path.index(1), "the string to split")? {
+            Ok(s) => Ok(Some(Value::Array(
+                s.split(delim.as_str())
+                    .map(|p| Value::String(p.to_string()))
+                    .collect(),
+            ))),
+            Err(u) => Ok(Some(u)),
+        }
+    }
+
+    fn condition_value(&self, name: &Value, path: &Path) -> Result<bool> {
+        let name = name
+            .as_str()
+            .ok_or_else(|| invalid(path, "the condition must be named by a string"))?;
+        self.conditions.get(name).copied().ok_or_else(|| {
+            TemplateError::new(
+                ErrorKind::UnresolvedReference,
+                path,
+                format!("condition `{name}` is not declared in `Conditions`"),
+            )
+        })
+    }
+
+    fn if_(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::If", &[3])?;
+        if self.condition_value(&a[0], &path.index(0))? {
+            self.resolve(&a[1], &path.index(1))
+        } else {
+            self.resolve(&a[2], &path.index(2))
+        }
+    }
+
+    fn find_in_map(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::FindInMap", &[3, 4])?;
+        let mut keys = Vec::with_capacity(3);
+        for (i, k) in a.iter().take(3).enumerate() {
+            match self.string(k, &path.index(i), "a Fn::FindInMap key")? {
+                Ok(s) => keys.push(s),
+                Err(u) => return Ok(Some(u)),
+            }
+        }
+        let default = a.get(3).and_then(|d| d.get("DefaultValue"));
+        let found = self
+            .template
+            .mappings
+            .get(&keys[0])
+            .ok_or_else(|| {
+                TemplateError::new(
+                    ErrorKind::UnresolvedReference,
+                    path.index(0),
+                    format!("no mapping `{}` in `Mappings`", keys[0]),
+                )
+            })?
+            .get(&keys[1])
+            .and_then(|m| m.get(&keys[2]));
+        match (found, default) {
+            (Some(v), _) => Ok(Some(v.clone())),
+            (None, Some(d)) => self.resolve(d, &path.index(3)),
+            (None, None) => Err(invalid(
+                path,
+                format!(
+                    "mapping `{}` has no value for [{}][{}]",
+                    keys[0], keys[1], keys[2]
+                ),
+            )),
+        }
+    }
+
+    fn get_azs(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let region = match self.string(arg, path, "the region")? {
+            Ok(r) if r.is_empty() => self.pseudo.region.clone(),
+            Ok(r) => r,
+            Err(u) => return Ok(Some(u)),
+        };
+        match self.env.availability_zones(&region) {
+            Some(azs) => Ok(Some(Value::Array(
+                azs.into_iter().map(Value::String).collect(),
+            ))),
+            None => self.not_available(path, format!("the availability zones of {region}")),
+        }
+    }
+
+    fn cidr(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let a = self.args(arg, path, "Fn::Cidr", &[3])?;
+        let block = match self.string(&a[0], &path.index(0), "the IP block")? {
+            Ok(s) => s,
+            Err(u) => return Ok(Some(u)),
+        };
+        let mut nums = [0u32; 2];
+        for i in 0..2 {
+            nums[i] = match self.string(&a[i + 1], &path.index(i + 1), "a Fn::Cidr number")? {
+                Ok(s) => s.trim().parse::<u32>().map_err(|_| {
+                    invalid(
+                        &path.index(i + 1),
+                        format!("expected a whole number, found `{s}`"),
+                    )
+                })?,
+                Err(u) => return Ok(Some(u)),
+            };
+        }
+        let subnets = crate::cidr::cidr(&block, nums[0], nums[1])
+            .map_err(|e| invalid(path, e.to_string()))?;
+        Ok(Some(Value::Array(
+            subnets.into_iter().map(Value::String).collect(),
+        )))
+    }
+
+    fn get_stack_output(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let o = arg.as_object().ok_or_else(|| {
+            invalid(
+                path,
+                "Fn::GetStackOutput takes {StackName, OutputName, Region?, RoleArn?}",
+            )
+        })?;
+        for k in o.keys() {
+            if !["StackName", "OutputName", "Region", "RoleArn"].contains(&k.as_str()) {
+                return Err(invalid(&path.key(k), format!("unknown key `{k}`")));
+            }
+        }
+        let field = |k: &str, required: bool| -> Result<Result<Option<String>, Value>> {
+            match o.get(k) {
+                None if required => Err(invalid(path, format!("`{k}` is required"))),
+                None => Ok(Ok(None)),
+                Some(v) => Ok(self.string(v, &path.key(k), k)?.map(Some)),
+            }
+        };
+        let stack_name = match field("StackName", true)? {
+            Ok(v) => v.unwrap_or_default(),
+            Err(u) => return Ok(Some(u)),
+        };
+        let output_name = match field("OutputName", true)? {
+            Ok(v) => v.unwrap_or_default(),
+            Err(u) => return Ok(Some(u)),
+        };
+        let region = match field("Region", false)? {
+            Ok(v) => v,
+            Err(u) => return Ok(Some(u)),
+        };
+        let role_arn = match field("RoleArn", false)? {
+            Ok(v) => v,
+            Err(u) => return Ok(Some(u)),
+        };
+        let r = StackOutputRef {
+            stack_name,
+            output_name,
+            region,
+            role_arn,
+        };
+        match self.env.stack_output(&r) {
+            Some(v) => Ok(Some(v)),
+            None => match self.mode {
+                Mode::Plan => Ok(Some(unknown(format!(
+                    "output {} of stack {}",
+                    r.output_name, r.stack_name
+                )))),
+                Mode::Deploy => Err(TemplateError::new(
+                    ErrorKind::NotAvailable,
+                    path,
+                    format!("stack `{}` has no output `{}`", r.stack_name, r.output_name),
+                )),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

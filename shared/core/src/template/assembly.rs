@@ -1,0 +1,202 @@
+//! CDK cloud assemblies: `manifest.json`, its stack artifacts, their order and their
+//! nested stacks.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path as FsPath;
+
+use indexmap::IndexMap;
+use serde_json::Value;
+
+use super::{NestedTemplate, StackTemplate, Template, load_template_file};
+use crate::error::{ErrorKind, Result, TemplateError};
+
+fn assembly_error(file: &FsPath, message: impl Into<String>) -> TemplateError {
+    TemplateError::new(ErrorKind::Assembly, "", message).in_file(file.display())
+}
+
+/// Reads a cloud assembly directory: every stack artifact of `manifest.json` (and of nested
+/// assemblies, such as CDK stages), in an order where each stack comes after the stacks it
+/// depends on.
+pub fn load_assembly(dir: &FsPath) -> Result<Vec<StackTemplate>> {
+    let mut stacks = Vec::new();
+    collect(dir, &mut stacks, 0)?;
+    order(stacks, &dir.join("manifest.json"))
+}
+
+fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -> Result<()> {
+    let manifest_path = dir.join("manifest.json");
+    if depth > 8 {
+        return Err(assembly_error(
+            &manifest_path,
+            "cloud assemblies nested too deeply",
+        ));
+    }
+    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+        assembly_error(&manifest_path, format!("cannot read the manifest: {e}")).with_hint(
+            "point stackflow at a template file or at a cdk.out directory made by `cdk synth`",
+        )
+    })?;
+    let manifest: Value = serde_json::from_str(&text)
+        .map_err(|e| assembly_error(&manifest_path, format!("invalid JSON: {e}")))?;
+    let artifacts = manifest
+        .get("artifacts")
+        .and_then(Value::as_object)
+        .ok_or_else(|| assembly_error(&manifest_path, "the manifest has no `artifacts`"))?;
+    let stack_ids: HashSet<&str> = artifacts
+        .iter()
+        .filter(|(_, a)| a.get("type").and_then(Value::as_str) == Some("aws:cloudformation:stack"))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    for (id, artifact) in artifacts {
+        match artifact.get("type").and_then(Value::as_str) {
+            Some("aws:cloudformation:stack") => {
+                let props = artifact.get("properties").cloned().unwrap_or(Value::Null);
+                let file = props
+                    .get("templateFile")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        assembly_error(
+                            &manifest_path,
+                            format!("stack artifact `{id}` has no `properties.templateFile`"),
+                        )
+                    })?;
+                let template_path = dir.join(file);
+                let template = load_template_file(&template_path)?;
+                let nested = load_nested(dir, &template)?;
+                let name = props
+                    .get("stackName")
+                    .and_then(Value::as_str)
+                    .unwrap_or(id)
+                    .to_string();
+                let dependencies = artifact
+                    .get("dependencies")
+                    .and_then(Value::as_array)
+                    .map(|deps| {
+                        deps.iter()
+                            .filter_map(Value::as_str)
+                            .filter(|d| stack_ids.contains(d))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let parameters = props
+                    .get("parameters")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| {
+                                let v = match v {
+                                    Value::String(s) => s.clone(),
+                                    other => other.to_string(),
+                                };
+                                (k.clone(), v)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push((
+                    id.clone(),
+                    StackTemplate {
+                        name,
+                        file: template_path,
+                        template,
+                        dependencies,
+                        parameters,
+                        nested,
+                    },
+                ));
+            }
+            Some("cdk:cloud-assembly") => {
+                if let Some(sub) = artifact
+                    .get("properties")
+                    .and_then(|p| p.get("directoryName"))
+                    .and_then(Value::as_str)
+                {
+                    collect(&dir.join(sub), out, depth + 1)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Orders stacks so that dependencies come first, keeping manifest order otherwise.
+/// Dependencies are artifact ids; they are rewritten to stack names.
+fn order(stacks: Vec<(String, StackTemplate)>, manifest: &FsPath) -> Result<Vec<StackTemplate>> {
+    let names: HashMap<String, String> = stacks
+        .iter()
+        .map(|(id, s)| (id.clone(), s.name.clone()))
+        .collect();
+    let mut pending: Vec<(String, StackTemplate)> = stacks;
+    let mut done: HashSet<String> = HashSet::new();
+    let mut out = Vec::new();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut rest = Vec::new();
+        for (id, s) in pending {
+            if s.dependencies.iter().all(|d| done.contains(d)) {
+                done.insert(id);
+                out.push(s);
+            } else {
+                rest.push((id, s));
+            }
+        }
+        if rest.len() == before {
+            let ids: Vec<_> = rest.iter().map(|(id, _)| id.as_str()).collect();
+            return Err(assembly_error(
+                manifest,
+                format!(
+                    "stacks depend on each other in a circle: {}",
+                    ids.join(", ")
+                ),
+            ));
+        }
+        pending = rest;
+    }
+    for s in &mut out {
+        s.dependencies = s
+            .dependencies
+            .iter()
+            .map(|d| names.get(d).cloned().unwrap_or_else(|| d.clone()))
+            .collect();
+    }
+    Ok(out)
+}
+
+/// Finds the templates of the nested stacks of `template`: CDK writes each one as a file
+/// asset beside the parent and names it in the resource's `aws:asset:path` metadata.
+pub(crate) fn load_nested(
+    dir: &FsPath,
+    template: &Template,
+) -> Result<IndexMap<String, NestedTemplate>> {
+    let mut out = IndexMap::new();
+    for (id, r) in &template.resources {
+        if !r.is_nested_stack() {
+            continue;
+        }
+        let Some(asset) = r
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("aws:asset:path"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let file = dir.join(asset);
+        if !file.is_file() {
+            continue;
+        }
+        let nested_template = load_template_file(&file)?;
+        let nested = load_nested(dir, &nested_template)?;
+        out.insert(
+            id.clone(),
+            NestedTemplate {
+                file,
+                template: nested_template,
+                nested,
+            },
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,126 @@
+//! Templates: parsing (JSON, YAML with short-form tags), the model, and CDK cloud
+//! assemblies.
+
+mod assembly;
+mod model;
+mod parse;
+
+use std::path::{Path as FsPath, PathBuf};
+
+use indexmap::IndexMap;
+
+pub use assembly::load_assembly;
+pub use model::{Output, Parameter, Policy, Resource, Template, type_name};
+pub use parse::parse_text;
+
+use crate::error::{ErrorKind, Result, TemplateError};
+
+/// A template to deploy as one stack, with what the source tells about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackTemplate {
+    /// The stack name: a cloud assembly's stack name, or the template file's stem.
+    pub name: String,
+    /// The file the template was read from.
+    pub file: PathBuf,
+    /// The template.
+    pub template: Template,
+    /// Names of the stacks this one depends on (from a cloud assembly's manifest).
+    pub dependencies: Vec<String>,
+    /// Parameter values the cloud assembly passes.
+    pub parameters: IndexMap<String, String>,
+    /// Nested stacks whose template was found beside this one, by logical id.
+    pub nested: IndexMap<String, NestedTemplate>,
+}
+
+/// The template of a nested stack (`AWS::CloudFormation::Stack`) found in a cloud assembly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NestedTemplate {
+    /// The file the template was read from.
+    pub file: PathBuf,
+    /// The template.
+    pub template: Template,
+    /// Its own nested stacks.
+    pub nested: IndexMap<String, NestedTemplate>,
+}
+
+/// Reads and parses one template file.
+pub fn load_template_file(file: &FsPath) -> Result<Template> {
+    let shown = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        TemplateError::new(ErrorKind::Io, "", format!("cannot read the template: {e}"))
+            .in_file(&shown)
+    })?;
+    let value = parse_text(&text, &shown)?;
+    Template::from_value(&value).map_err(|e| e.in_file(&shown))
+}
+
+/// The default stack name for a template file: its file name without the extension and
+/// without a `.template` suffix (`MyStack.template.json` is `MyStack`).
+pub fn stack_name_from_file(file: &FsPath) -> String {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "stack".to_string());
+    let mut stem = name.as_str();
+    for ext in [".json", ".yaml", ".yml", ".template", ".txt"] {
+        if let Some(s) = stem.strip_suffix(ext) {
+            stem = s;
+        }
+    }
+    if let Some(s) = stem.strip_suffix(".template") {
+        stem = s;
+    }
+    stem.to_string()
+}
+
+/// Loads what a user points stackflow at: a template file, or a cloud assembly directory
+/// (`cdk.out`, with a `manifest.json`). The stacks come in deployment order.
+pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
+    if path.is_dir() {
+        return load_assembly(path);
+    }
+    if !path.exists() {
+        return Err(
+            TemplateError::new(ErrorKind::Io, "", "no such file or directory")
+                .in_file(path.display())
+                .with_hint(
+                    "give a template file (.json, .yaml, .yml, .template) or a cdk.out directory",
+                ),
+        );
+    }
+    let template = load_template_file(path)?;
+    let dir = path.parent().unwrap_or(FsPath::new("."));
+    let nested = assembly::load_nested(dir, &template)?;
+    Ok(vec![StackTemplate {
+        name: stack_name_from_file(path),
+        file: path.to_path_buf(),
+        template,
+        dependencies: vec![],
+        parameters: IndexMap::new(),
+        nested,
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_names_from_files() {
+        assert_eq!(
+            stack_name_from_file(FsPath::new("a/MyStack.template.json")),
+            "MyStack"
+        );
+        assert_eq!(stack_name_from_file(FsPath::new("web.yaml")), "web");
+        assert_eq!(stack_name_from_file(FsPath::new("x.yml")), "x");
+        assert_eq!(stack_name_from_file(FsPath::new("x.template")), "x");
+    }
+
+    #[test]
+    fn a_missing_file_says_what_to_give() {
+        let e = load_path(FsPath::new("/nonexistent/t.yaml")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Io);
+        assert!(e.to_string().contains("/nonexistent/t.yaml"));
+        assert!(e.hint.is_some());
+    }
+}
