@@ -433,12 +433,13 @@ where
 /// text), and the secret values that were substituted into it (only for secret references;
 /// used to mask text).
 ///
-/// `Debug` does not print the secret values, only how many there are. Serializing a record
-/// does include them: never persist one.
+/// Neither `Debug` nor serialization carries the secret values: `Debug` prints how many
+/// there are, and a deserialized record has none (so it can restore, but not mask).
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     pub pointer: String,
     pub original: String,
+    #[serde(skip)]
     pub secrets: Vec<String>,
 }
 

@@ -114,6 +114,58 @@ pub fn references(
     }
 }
 
+/// Adds to `out` every `(resource, attribute)` pair that `v` reads with `Fn::GetAtt` or an
+/// `Fn::Sub` variable `${Resource.Attribute}` (attribute names given literally).
+pub fn attribute_references(v: &Value, out: &mut BTreeSet<(String, String)>) {
+    match v {
+        Value::Object(m) if m.len() == 1 => {
+            let (k, arg) = m.iter().next().expect("one entry");
+            match (k.as_str(), arg) {
+                ("Fn::GetAtt", Value::String(s)) => {
+                    if let Some((r, a)) = s.split_once('.') {
+                        out.insert((r.to_string(), a.to_string()));
+                    }
+                }
+                ("Fn::GetAtt", Value::Array(items)) => {
+                    if let (Some(Value::String(r)), Some(Value::String(a))) =
+                        (items.first(), items.get(1))
+                    {
+                        out.insert((r.clone(), a.clone()));
+                    }
+                }
+                ("Fn::Sub", arg) => {
+                    let (text, vars) = match arg {
+                        Value::String(s) => (Some(s.as_str()), None),
+                        Value::Array(items) if items.len() == 2 => {
+                            (items[0].as_str(), items[1].as_object())
+                        }
+                        _ => (None, None),
+                    };
+                    if let Some(vars) = vars {
+                        for v in vars.values() {
+                            attribute_references(v, out);
+                        }
+                    }
+                    if let Some(Ok(parts)) = text.map(parse_sub) {
+                        for part in parts {
+                            if let SubPart::Var(name) = part
+                                && !vars.is_some_and(|m| m.contains_key(&name))
+                                && let Some((r, a)) = name.split_once('.')
+                            {
+                                out.insert((r.to_string(), a.to_string()));
+                            }
+                        }
+                    }
+                }
+                (_, arg) => attribute_references(arg, out),
+            }
+        }
+        Value::Object(m) => m.values().for_each(|v| attribute_references(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| attribute_references(v, out)),
+        _ => {}
+    }
+}
+
 /// True when the resource exists under the evaluated conditions.
 pub fn is_active(template: &Template, conditions: &IndexMap<String, bool>, id: &str) -> bool {
     template.resources.get(id).is_some_and(|r| {

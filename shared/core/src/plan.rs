@@ -1,1 +1,752 @@
-pub fn _placeholder() {}
+//! The plan: what a deploy will do to each resource, and why.
+//!
+//! [`plan`] compares the desired resources of a template with the current state of the
+//! stack and yields, per resource, one [`Action`] with its [`Reason`] and the changed
+//! property paths. Replacement is decided from the CloudFormation resource schemas
+//! (create-only and conditional create-only properties). A replacement propagates: a
+//! resource that refers to a replaced one sees *known after deploy* values and is updated
+//! (or replaced, when such a value lands on a create-only property).
+
+use std::collections::{BTreeSet, HashMap};
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Path, Result};
+use crate::graph::{Graph, references};
+use crate::intrinsics::{
+    BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, as_unknown,
+    evaluate_conditions,
+};
+use crate::schema;
+use crate::template::{Policy, Template};
+
+/// One resource as the stack's state records it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StateResource {
+    /// The resource type.
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The id AWS knows it by.
+    pub physical_id: String,
+    /// The properties as sent to AWS (dynamic references as their `{{resolve:...}}` text,
+    /// `NoEcho` values masked).
+    pub properties: Map<String, Value>,
+    /// The values `Fn::GetAtt` reads.
+    #[serde(default)]
+    pub attributes: IndexMap<String, Value>,
+    /// The resources it depended on when it was deployed.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    /// Its `DeletionPolicy` when it was deployed.
+    #[serde(default)]
+    pub deletion_policy: Option<Policy>,
+    /// Its `UpdateReplacePolicy` when it was deployed.
+    #[serde(default)]
+    pub update_replace_policy: Option<Policy>,
+}
+
+/// The part of a stack's state the plan needs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CurrentState {
+    /// The deployed resources by logical id.
+    pub resources: IndexMap<String, StateResource>,
+}
+
+/// What a deploy does to one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Create it.
+    Create,
+    /// Update it in place.
+    Update,
+    /// Create a new one, then delete the old one in the cleanup phase.
+    Replace,
+    /// Delete it (in the cleanup phase).
+    Delete,
+    /// Nothing to do.
+    NoOp,
+}
+
+impl Action {
+    /// The action's name as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Replace => "replace",
+            Action::Delete => "delete",
+            Action::NoOp => "no-op",
+        }
+    }
+}
+
+/// Why a resource gets its action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// The template has it and the stack does not.
+    New,
+    /// Properties AWS can change in place differ.
+    PropertiesChanged,
+    /// A property that AWS can only set at creation differs.
+    CreateOnlyChanged {
+        /// The create-only property paths that differ.
+        paths: Vec<String>,
+    },
+    /// The resource type differs.
+    TypeChanged {
+        /// The type in the stack.
+        from: String,
+    },
+    /// The template no longer has it.
+    RemovedFromTemplate,
+    /// The template has it, but its condition is false.
+    ConditionFalse {
+        /// The condition.
+        condition: String,
+    },
+    /// Nothing differs.
+    Unchanged,
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::New => f.write_str("new in the template"),
+            Reason::PropertiesChanged => f.write_str("properties changed"),
+            Reason::CreateOnlyChanged { paths } => {
+                write!(f, "create-only properties changed: {}", paths.join(", "))
+            }
+            Reason::TypeChanged { from } => write!(f, "type changed from {from}"),
+            Reason::RemovedFromTemplate => f.write_str("removed from the template"),
+            Reason::ConditionFalse { condition } => {
+                write!(f, "its condition {condition} is false")
+            }
+            Reason::Unchanged => f.write_str("unchanged"),
+        }
+    }
+}
+
+/// One changed property.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PropertyChange {
+    /// The property path inside `Properties`: `Tags[0].Key`.
+    pub path: String,
+    /// The value in the stack, absent when the property is new.
+    pub old: Option<Value>,
+    /// The value in the template, absent when the property is removed. A *known after
+    /// deploy* marker when it depends on something not created yet.
+    pub new: Option<Value>,
+    /// True when this change forces a replacement.
+    pub replaces: bool,
+}
+
+/// What the plan does to one resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourcePlan {
+    /// The logical id.
+    pub logical_id: String,
+    /// The resource type (the template's; the stack's for a delete).
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// What happens.
+    pub action: Action,
+    /// Why.
+    pub reason: Reason,
+    /// The changed properties (empty for create, delete and no-op).
+    pub changes: Vec<PropertyChange>,
+    /// The current physical id, when the stack has the resource.
+    pub physical_id: Option<String>,
+    /// The desired properties as far as they are known (for a delete: the recorded ones).
+    pub properties: Map<String, Value>,
+    /// The resources it waits for (for a delete: the ones it depended on).
+    pub depends_on: Vec<String>,
+    /// `DeletionPolicy`.
+    pub deletion_policy: Policy,
+    /// `UpdateReplacePolicy`.
+    pub update_replace_policy: Policy,
+}
+
+/// One output as far as it is known before the deploy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputPlan {
+    /// The value, or a *known after deploy* marker.
+    pub value: Value,
+    /// The export name, when exported.
+    pub export_name: Option<Value>,
+}
+
+/// What a deploy of one stack will do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The stack.
+    pub stack: String,
+    /// Every resource of the template and of the stack: creates, updates, replaces and
+    /// no-ops in dependency order, then deletes in reverse dependency order.
+    pub resources: Vec<ResourcePlan>,
+    /// The outputs.
+    pub outputs: IndexMap<String, OutputPlan>,
+    /// The evaluated conditions.
+    pub conditions: IndexMap<String, bool>,
+}
+
+impl Plan {
+    /// True when the deploy would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.resources.iter().all(|r| r.action == Action::NoOp)
+    }
+
+    /// How many resources get each action.
+    pub fn counts(&self) -> IndexMap<Action, usize> {
+        let mut out = IndexMap::new();
+        for a in [
+            Action::Create,
+            Action::Update,
+            Action::Replace,
+            Action::Delete,
+            Action::NoOp,
+        ] {
+            out.insert(a, self.resources.iter().filter(|r| r.action == a).count());
+        }
+        out
+    }
+
+    /// The plan of one resource.
+    pub fn resource(&self, logical_id: &str) -> Option<&ResourcePlan> {
+        self.resources.iter().find(|r| r.logical_id == logical_id)
+    }
+}
+
+/// What a plan is made from.
+pub struct PlanInput<'a> {
+    /// The stack name.
+    pub stack: &'a str,
+    /// The template.
+    pub template: &'a Template,
+    /// The bound parameter values.
+    pub parameters: &'a BoundParameters,
+    /// The pseudo parameters.
+    pub pseudo: &'a Pseudo,
+    /// The stack's current state.
+    pub state: &'a CurrentState,
+    /// AWS lookups (availability zones, exports, other stacks' outputs, SSM parameters).
+    /// Resource values come from `state`, not from here.
+    pub env: &'a dyn Environment,
+}
+
+impl std::fmt::Debug for PlanInput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanInput")
+            .field("stack", &self.stack)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The resolver's view of the stack while planning: a resource's values are known when
+/// it stays (no-op or in-place update), and *known after deploy* when it is created or
+/// replaced.
+struct PlanEnv<'a> {
+    state: &'a CurrentState,
+    decided: &'a HashMap<String, Action>,
+    outer: &'a dyn Environment,
+}
+
+impl PlanEnv<'_> {
+    fn stays(&self, id: &str) -> Option<&StateResource> {
+        match self.decided.get(id) {
+            Some(Action::NoOp | Action::Update) => self.state.resources.get(id),
+            _ => None,
+        }
+    }
+}
+
+impl Environment for PlanEnv<'_> {
+    fn resource_ref(&self, id: &str) -> Option<Value> {
+        self.stays(id).map(|r| Value::String(r.physical_id.clone()))
+    }
+    fn resource_attribute(&self, id: &str, attr: &str) -> Option<Value> {
+        self.stays(id).and_then(|r| r.attributes.get(attr).cloned())
+    }
+    fn availability_zones(&self, region: &str) -> Option<Vec<String>> {
+        self.outer.availability_zones(region)
+    }
+    fn import_value(&self, name: &str) -> Option<Value> {
+        self.outer.import_value(name)
+    }
+    fn stack_output(&self, r: &StackOutputRef) -> Option<Value> {
+        self.outer.stack_output(r)
+    }
+    fn ssm_parameter(&self, name: &str) -> Option<Value> {
+        self.outer.ssm_parameter(name)
+    }
+}
+
+/// Replaces every `NoEcho` parameter value inside strings with `****`, so that a plan
+/// shown or recorded never holds one.
+pub fn mask_values(v: &Value, secrets: &[String]) -> Value {
+    if secrets.is_empty() {
+        return v.clone();
+    }
+    match v {
+        Value::String(s) => {
+            let mut out = s.clone();
+            let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
+            sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
+            for secret in sorted {
+                out = out.replace(secret.as_str(), "****");
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|i| mask_values(i, secrets)).collect())
+        }
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), mask_values(v, secrets)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Scalars compare by their text, as CloudFormation reads them (`30` equals `"30"`).
+fn same(a: &Value, b: &Value) -> bool {
+    fn text(v: &Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w))
+        }
+        _ => match (text(a), text(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
+    }
+}
+
+fn show_path(segments: &[String]) -> String {
+    let mut out = String::new();
+    for s in segments {
+        if s.parse::<usize>().is_ok() && !out.is_empty() {
+            out.push_str(&format!("[{s}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(s);
+        }
+    }
+    out
+}
+
+/// The differences between two property values, at leaf granularity for objects and for
+/// lists of the same length.
+fn diff(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    path: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, Option<Value>, Option<Value>)>,
+) {
+    match (old, new) {
+        (Some(Value::Object(o)), Some(Value::Object(n))) if as_unknown(new.unwrap()).is_none() => {
+            for (k, nv) in n {
+                path.push(k.clone());
+                diff(o.get(k), Some(nv), path, out);
+                path.pop();
+            }
+            for (k, ov) in o {
+                if !n.contains_key(k) {
+                    path.push(k.clone());
+                    diff(Some(ov), None, path, out);
+                    path.pop();
+                }
+            }
+        }
+        (Some(Value::Array(o)), Some(Value::Array(n))) if o.len() == n.len() => {
+            for (i, (ov, nv)) in o.iter().zip(n).enumerate() {
+                path.push(i.to_string());
+                diff(Some(ov), Some(nv), path, out);
+                path.pop();
+            }
+        }
+        (Some(o), Some(n)) => {
+            if !same(o, n) {
+                out.push((path.clone(), Some(o.clone()), Some(n.clone())));
+            }
+        }
+        (None, None) => {}
+        (o, n) => out.push((path.clone(), o.cloned(), n.cloned())),
+    }
+}
+
+/// The schema that decides replacement for a type: custom resources share the schema of
+/// `AWS::CloudFormation::CustomResource`.
+fn schema_for(resource_type: &str) -> Option<&'static schema::ResourceSchema> {
+    if resource_type.starts_with("Custom::") {
+        schema::schema("AWS::CloudFormation::CustomResource")
+    } else {
+        schema::schema(resource_type)
+    }
+}
+
+/// Compares the desired template with the stack's state.
+pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
+    let template = input.template;
+    template.ensure_supported()?;
+    let conditions = evaluate_conditions(template, input.parameters, input.pseudo, input.env)?;
+    let graph = Graph::build(template, &conditions)?;
+    let secrets = input.parameters.secret_values();
+
+    let mut decided: HashMap<String, Action> = HashMap::new();
+    let mut resources = Vec::new();
+    for id in graph.topological_order() {
+        let r = &template.resources[id];
+        let props = {
+            let env = PlanEnv {
+                state: input.state,
+                decided: &decided,
+                outer: input.env,
+            };
+            let resolver = Resolver::new(
+                template,
+                input.parameters,
+                input.pseudo,
+                &conditions,
+                &env,
+                Mode::Plan,
+            );
+            // Metadata is resolved too, so that a bad expression there fails now.
+            if let Some(m) = &r.metadata {
+                resolver.resolve(m, &Path::from_keys(["Resources", id, "Metadata"]))?;
+            }
+            resolver.resolve_properties(id)?
+        };
+        let props = match mask_values(&Value::Object(props), &secrets) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let deletion_policy = r.deletion_policy.unwrap_or_default();
+        let update_replace_policy = r.update_replace_policy.unwrap_or_default();
+        let depends_on: Vec<String> = graph
+            .dependencies(id)
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let current = input.state.resources.get(id);
+        let (action, reason, changes) = match current {
+            None => (Action::Create, Reason::New, vec![]),
+            Some(cur) if cur.resource_type != r.ty => (
+                Action::Replace,
+                Reason::TypeChanged {
+                    from: cur.resource_type.clone(),
+                },
+                vec![],
+            ),
+            Some(cur) => {
+                let mut raw = Vec::new();
+                diff(
+                    Some(&Value::Object(cur.properties.clone())),
+                    Some(&Value::Object(props.clone())),
+                    &mut Vec::new(),
+                    &mut raw,
+                );
+                let schema = schema_for(&r.ty);
+                let changes: Vec<PropertyChange> = raw
+                    .into_iter()
+                    .map(|(segs, old, new)| {
+                        let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
+                        PropertyChange {
+                            path: show_path(&segs),
+                            replaces: schema.is_some_and(|s| s.requires_replacement(&refs)),
+                            old,
+                            new,
+                        }
+                    })
+                    .collect();
+                if changes.is_empty() {
+                    (Action::NoOp, Reason::Unchanged, changes)
+                } else if changes.iter().any(|c| c.replaces) {
+                    let paths: BTreeSet<String> = changes
+                        .iter()
+                        .filter(|c| c.replaces)
+                        .map(|c| c.path.clone())
+                        .collect();
+                    (
+                        Action::Replace,
+                        Reason::CreateOnlyChanged {
+                            paths: paths.into_iter().collect(),
+                        },
+                        changes,
+                    )
+                } else {
+                    (Action::Update, Reason::PropertiesChanged, changes)
+                }
+            }
+        };
+        decided.insert(id.to_string(), action);
+        resources.push(ResourcePlan {
+            logical_id: id.to_string(),
+            resource_type: r.ty.clone(),
+            action,
+            reason,
+            changes,
+            physical_id: current.map(|c| c.physical_id.clone()),
+            properties: props,
+            depends_on,
+            deletion_policy,
+            update_replace_policy,
+        });
+    }
+
+    // Deletes: resources of the stack that the template no longer has (or whose condition
+    // is false), dependents before what they depend on.
+    let gone: Vec<&String> = input
+        .state
+        .resources
+        .keys()
+        .filter(|id| !graph.contains(id))
+        .collect();
+    for id in delete_order(input.state, &gone) {
+        let cur = &input.state.resources[id];
+        let reason = match template.resources.get(id).and_then(|r| r.condition.clone()) {
+            Some(condition) if template.resources[id].ty == cur.resource_type => {
+                Reason::ConditionFalse { condition }
+            }
+            _ => Reason::RemovedFromTemplate,
+        };
+        resources.push(ResourcePlan {
+            logical_id: id.to_string(),
+            resource_type: cur.resource_type.clone(),
+            action: Action::Delete,
+            reason,
+            changes: vec![],
+            physical_id: Some(cur.physical_id.clone()),
+            properties: cur.properties.clone(),
+            depends_on: cur.dependencies.clone(),
+            deletion_policy: cur.deletion_policy.unwrap_or_default(),
+            update_replace_policy: cur.update_replace_policy.unwrap_or_default(),
+        });
+    }
+
+    let mut outputs = IndexMap::new();
+    {
+        let env = PlanEnv {
+            state: input.state,
+            decided: &decided,
+            outer: input.env,
+        };
+        let resolver = Resolver::new(
+            template,
+            input.parameters,
+            input.pseudo,
+            &conditions,
+            &env,
+            Mode::Plan,
+        );
+        for (name, o) in &template.outputs {
+            if let Some(c) = &o.condition
+                && !conditions.get(c).copied().unwrap_or(true)
+            {
+                continue;
+            }
+            let p = Path::from_keys(["Outputs", name]);
+            let value = resolver
+                .resolve(&o.value, &p.key("Value"))?
+                .unwrap_or(Value::Null);
+            let export_name = o
+                .export_name
+                .as_ref()
+                .map(|e| resolver.resolve(e, &p.key("Export").key("Name")))
+                .transpose()?
+                .flatten();
+            outputs.insert(
+                name.clone(),
+                OutputPlan {
+                    value: mask_values(&value, &secrets),
+                    export_name,
+                },
+            );
+        }
+    }
+
+    Ok(Plan {
+        stack: input.stack.to_string(),
+        resources,
+        outputs,
+        conditions,
+    })
+}
+
+/// Orders resources for deletion: a resource before the ones it depended on (by the
+/// dependencies recorded in the state); ties keep state order.
+pub fn delete_order<'s>(state: &'s CurrentState, ids: &[&'s String]) -> Vec<&'s String> {
+    let set: BTreeSet<&str> = ids.iter().map(|s| s.as_str()).collect();
+    // How many of the set still depend on each one.
+    let mut dependents: HashMap<&str, usize> = set.iter().map(|id| (*id, 0)).collect();
+    for id in &set {
+        for d in &state.resources[*id].dependencies {
+            if let Some(n) = dependents.get_mut(d.as_str()) {
+                *n += 1;
+            }
+        }
+    }
+    let mut out: Vec<&String> = Vec::with_capacity(ids.len());
+    let mut left: Vec<&String> = ids.to_vec();
+    while !left.is_empty() {
+        let pos = left
+            .iter()
+            .position(|id| dependents[id.as_str()] == 0)
+            // A cycle in recorded dependencies cannot come from a valid graph; take the
+            // next one rather than stop.
+            .unwrap_or(0);
+        let id = left.remove(pos);
+        for d in &state.resources[id].dependencies {
+            if let Some(n) = dependents.get_mut(d.as_str()) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        out.push(id);
+    }
+    out
+}
+
+/// The resources `v` refers to, for callers that record dependencies.
+pub fn referenced_resources(
+    v: &Value,
+    template: &Template,
+    conditions: &IndexMap<String, bool>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    references(v, template, conditions, &mut out);
+    out
+}
+
+/// An environment that gives every resource a synthetic physical id (ARN-shaped)
+/// and attributes (`<logical id>-<attribute>`), for tests and benchmarks that need a
+/// deployed state without AWS.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyntheticEnvironment;
+
+impl Environment for SyntheticEnvironment {
+    fn resource_ref(&self, id: &str) -> Option<Value> {
+        Some(Value::String(synthetic_physical_id(id)))
+    }
+    fn resource_attribute(&self, id: &str, attr: &str) -> Option<Value> {
+        Some(synthetic_attribute(id, attr))
+    }
+    fn availability_zones(&self, region: &str) -> Option<Vec<String>> {
+        Some(vec![
+            format!("{region}a"),
+            format!("{region}b"),
+            format!("{region}c"),
+        ])
+    }
+    fn import_value(&self, name: &str) -> Option<Value> {
+        Some(Value::String(format!("import-{name}")))
+    }
+    fn stack_output(&self, r: &StackOutputRef) -> Option<Value> {
+        Some(Value::String(format!("{}-{}", r.stack_name, r.output_name)))
+    }
+    fn ssm_parameter(&self, name: &str) -> Option<Value> {
+        Some(Value::String(format!("ssm-{name}")))
+    }
+}
+
+/// A synthetic physical id, shaped like an ARN because many types' `Ref` is one.
+fn synthetic_physical_id(id: &str) -> String {
+    format!("arn:aws:synthetic:us-east-1:123456789012:{id}")
+}
+
+/// A synthetic attribute value of the right shape: CIDR blocks are CIDR blocks, list
+/// attributes are lists.
+fn synthetic_attribute(id: &str, attr: &str) -> Value {
+    if attr == "Ipv6CidrBlocks" {
+        Value::Array(vec![Value::String("2001:db8::/56".into())])
+    } else if attr.ends_with("CidrBlock") {
+        Value::String("10.0.0.0/16".into())
+    } else if attr.ends_with("CidrBlockAssociations")
+        || attr.ends_with("Ids")
+        || attr.ends_with("Arns")
+    {
+        Value::Array(vec![Value::String(format!("{id}-{attr}-0"))])
+    } else {
+        Value::String(format!("{id}-{attr}"))
+    }
+}
+
+/// The state a deploy of `template` would record if every resource got the values of
+/// [`SyntheticEnvironment`]: for tests and benchmarks of the plan.
+pub fn synthetic_state(
+    template: &Template,
+    parameters: &BoundParameters,
+    pseudo: &Pseudo,
+) -> Result<CurrentState> {
+    let env = SyntheticEnvironment;
+    let conditions = evaluate_conditions(template, parameters, pseudo, &env)?;
+    let graph = Graph::build(template, &conditions)?;
+    let resolver = Resolver::new(
+        template,
+        parameters,
+        pseudo,
+        &conditions,
+        &env,
+        Mode::Deploy,
+    );
+    let mut read = BTreeSet::new();
+    for r in template.resources.values() {
+        for v in r.properties.values() {
+            crate::graph::attribute_references(v, &mut read);
+        }
+    }
+    for o in template.outputs.values() {
+        crate::graph::attribute_references(&o.value, &mut read);
+    }
+    let mut state = CurrentState::default();
+    for id in graph.topological_order() {
+        let r = &template.resources[id];
+        // As a deploy records them: NoEcho values masked.
+        let properties = match mask_values(
+            &Value::Object(resolver.resolve_properties(id)?),
+            &parameters.secret_values(),
+        ) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        state.resources.insert(
+            id.to_string(),
+            StateResource {
+                resource_type: r.ty.clone(),
+                physical_id: synthetic_physical_id(id),
+                properties,
+                attributes: read
+                    .iter()
+                    .filter(|(r, _)| r == id)
+                    .map(|(r, a)| (a.clone(), synthetic_attribute(r, a)))
+                    .collect(),
+                dependencies: graph
+                    .dependencies(id)
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                deletion_policy: r.deletion_policy,
+                update_replace_policy: r.update_replace_policy,
+            },
+        );
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests;

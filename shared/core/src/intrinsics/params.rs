@@ -132,7 +132,8 @@ fn split_list(raw: &str) -> Vec<String> {
     if raw.is_empty() {
         return vec![];
     }
-    raw.split(',').map(str::to_string).collect()
+    // CloudFormation trims the white space around each element.
+    raw.split(',').map(|s| s.trim().to_string()).collect()
 }
 
 fn check_value(name: &str, decl: &Parameter, raw: &str, path: &Path) -> Result<()> {
@@ -244,7 +245,7 @@ mod tests {
                 "Name": {"Type": "String", "AllowedPattern": "[a-z]+", "MinLength": 2, "MaxLength": 5,
                          "Default": "abc", "ConstraintDescription": "lowercase letters"},
                 "Secret": {"Type": "String", "NoEcho": true, "MinLength": 8},
-                "Ports": {"Type": "List<Number>", "Default": "80,443"},
+                "Ports": {"Type": "List<Number>", "Default": "80, 443"},
                 "Version": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/cdk/version"}
             },
             "Resources": {}

@@ -62,6 +62,11 @@ fn yaml_to_json(v: yaml_serde::Value) -> Result<Value> {
         Y::Mapping(map) => {
             let mut out = Map::new();
             for (k, v) in map {
+                // A non-specific tag (`! "Ref"`) leaves the scalar as it is.
+                let k = match k {
+                    Y::Tagged(t) if t.tag.to_string().trim_start_matches('!').is_empty() => t.value,
+                    k => k,
+                };
                 let key = match k {
                     Y::String(s) => s,
                     Y::Number(n) => n.to_string(),
@@ -82,6 +87,9 @@ fn yaml_to_json(v: yaml_serde::Value) -> Result<Value> {
         Y::Tagged(tagged) => {
             let tag = tagged.tag.to_string();
             let name = tag.trim_start_matches('!');
+            if name.is_empty() {
+                return yaml_to_json(tagged.value);
+            }
             let inner = yaml_to_json(tagged.value)?;
             let arg = if name == "GetAtt" {
                 match inner {
@@ -151,6 +159,7 @@ Q: !ImportValue Export
 R: !GetStackOutput {StackName: s, OutputName: o}
 S: !Transform {Name: AWS::Include, Parameters: {Location: x}}
 T: !ToJsonString {a: 1}
+U: {! "Ref": X}
 "#,
         );
         assert_eq!(v["A"], json!({"Ref": "X"}));
@@ -185,6 +194,7 @@ T: !ToJsonString {a: 1}
             json!({"Fn::Transform": {"Name": "AWS::Include", "Parameters": {"Location": "x"}}})
         );
         assert_eq!(v["T"], json!({"Fn::ToJsonString": {"a": 1}}));
+        assert_eq!(v["U"], json!({"Ref": "X"}));
     }
 
     #[test]
