@@ -1,0 +1,101 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+/// Deploy CloudFormation templates and CDK apps without CloudFormation.
+///
+/// stackflow resolves intrinsic functions itself and creates, updates and deletes each
+/// resource directly through AWS APIs. Standard AWS configuration applies: AWS_PROFILE,
+/// AWS_REGION, AWS_ENDPOINT_URL (and per-service AWS_ENDPOINT_URL_<SERVICE>), shared config
+/// and credentials files; the options below override them.
+#[derive(Debug, Parser)]
+#[command(name = "stackflow", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// AWS region (default: AWS_REGION or the profile's region)
+    #[arg(long, global = true, value_name = "REGION")]
+    pub region: Option<String>,
+
+    /// Send every AWS call to this endpoint, e.g. a local emulator (default: AWS_ENDPOINT_URL)
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+
+    /// Named profile from the AWS config files (default: AWS_PROFILE)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+
+    /// Say more (repeat for even more)
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show what the next deploy would do, per resource and per property
+    Diff(DiffArgs),
+}
+
+/// Arguments of `stackflow diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A template file (.json, .yaml, .yml, .template) or a cdk.out directory
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+
+    /// Only these stacks of a cdk.out (repeatable); for a template file, the stack name
+    /// (default: the file name without its extension)
+    #[arg(long = "stack", value_name = "NAME")]
+    pub stacks: Vec<String>,
+
+    /// A parameter value (repeatable)
+    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub parameters: Vec<(String, String)>,
+
+    /// Print the plan as JSON
+    #[arg(long)]
+    pub json: bool,
+
+    /// Exit 1 when the deploy would change anything
+    #[arg(long)]
+    pub fail: bool,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, found `{s}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parameters_need_a_key() {
+        assert_eq!(
+            parse_key_value("A=b=c").unwrap(),
+            ("A".into(), "b=c".into())
+        );
+        assert_eq!(parse_key_value("A=").unwrap(), ("A".into(), String::new()));
+        assert!(parse_key_value("=x").is_err());
+        assert!(parse_key_value("nothing").is_err());
+    }
+}

@@ -1,0 +1,144 @@
+//! `stackflow diff` as a user runs it. Offline: the AWS endpoint is a closed loopback port,
+//! so the account id is unknown and the plan says so.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stackflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stackflow"))
+        .args(args)
+        .current_dir(root())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::temp_dir())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "eu-west-1")
+        // Port 9 (discard) on loopback: nothing listens, the call fails at once.
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .output()
+        .expect("runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+#[test]
+fn diff_of_a_new_stack_lists_every_resource_as_a_create() {
+    let out = stackflow(&["diff", "tests/fixtures/sample/app.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    insta::assert_snapshot!(text(&out.stdout));
+    assert!(text(&out.stderr).contains("the AWS account is unknown"));
+}
+
+#[test]
+fn parameters_and_conditions_change_the_plan() {
+    let out = stackflow(&[
+        "diff",
+        "tests/fixtures/sample/app.yaml",
+        "--parameter",
+        "Env=prod",
+        "--stack",
+        "shop",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Stack shop"), "{stdout}");
+    assert!(
+        stdout.contains("+ AuditQueue (AWS::SQS::Queue) create"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("VisibilityTimeout: 300"), "{stdout}");
+    assert!(
+        stdout.contains("Name: /shop/prod/orders-queue-url"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn fail_makes_a_non_empty_diff_exit_1_and_json_is_machine_readable() {
+    let out = stackflow(&[
+        "diff",
+        "tests/fixtures/corpus/replacement-v1",
+        "--fail",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let stack = &v["stacks"][0];
+    assert_eq!(stack["stack"], "ReplacementStack");
+    assert_eq!(stack["resources"].as_array().unwrap().len(), 8);
+    assert!(
+        stack["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["action"] == "create")
+    );
+}
+
+#[test]
+fn errors_name_the_file_the_path_and_the_fix() {
+    let out = stackflow(&[
+        "diff",
+        "tests/fixtures/sample/app.yaml",
+        "--parameter",
+        "Env=qa",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("bad_parameter", text(&out.stderr));
+
+    let out = stackflow(&["diff", "tests/fixtures/corpus/language-extensions"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("unsupported_transform", text(&out.stderr));
+
+    let out = stackflow(&["diff", "does/not/exist.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("missing_file", text(&out.stderr));
+
+    let out = stackflow(&[
+        "diff",
+        "tests/fixtures/corpus/cross-stack-export-import",
+        "--stack",
+        "Nope",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("has ExportProducerStack, ImportConsumerStack"));
+}
+
+#[test]
+fn every_stack_of_a_cloud_assembly_in_order() {
+    let out = stackflow(&["diff", "tests/fixtures/corpus/cross-stack-export-import"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let producer = stdout.find("Stack ExportProducerStack").expect("producer");
+    let consumer = stdout.find("Stack ImportConsumerStack").expect("consumer");
+    assert!(producer < consumer);
+    // The export does not exist yet: known after deploy, not an error.
+    assert!(stdout.contains("known after deploy: export"), "{stdout}");
+}
+
+#[test]
+fn help_lists_only_what_works() {
+    let out = stackflow(&["--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    assert!(help.contains("diff"));
+    for later in ["deploy", "destroy", "rollback", "import", "drift"] {
+        assert!(
+            !help.contains(&format!("\n  {later} ")),
+            "{later} is listed but not built"
+        );
+    }
+    let out = stackflow(&["--version"]);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("stackflow {}", env!("CARGO_PKG_VERSION"))
+    );
+}
