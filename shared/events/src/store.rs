@@ -1,0 +1,178 @@
+//! The event store: one stream per (stack, region), conditional appends, a lock per
+//! stack.
+
+use std::fmt;
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{Holder, NewEvent, StoredEvent};
+
+/// One stack's stream: a stack name in a region.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StreamId {
+    /// The region.
+    pub region: String,
+    /// The stack name.
+    pub stack: String,
+}
+
+impl StreamId {
+    /// The stream of `stack` in `region`.
+    pub fn new(region: impl Into<String>, stack: impl Into<String>) -> Self {
+        StreamId {
+            region: region.into(),
+            stack: stack.into(),
+        }
+    }
+
+    /// The stream's key as stores write it: `<region>/<stack>`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.region, self.stack)
+    }
+
+    /// Reads a key written by [`Self::key`].
+    pub fn from_key(key: &str) -> Option<StreamId> {
+        key.split_once('/')
+            .map(|(region, stack)| StreamId::new(region, stack))
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in {}", self.stack, self.region)
+    }
+}
+
+/// What must hold for an append to happen; checked atomically with the append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// Nothing.
+    None,
+    /// Take the stack's lock: the append happens only when no one holds it (or this same
+    /// deploy already does, for a retried append).
+    TakeLock(Holder),
+    /// The given deploy must hold the lock.
+    HoldsLock(String),
+    /// The given deploy must hold the lock, which is released with the append. When no
+    /// one holds it any more, the append still happens (a retried release).
+    ReleaseLock(String),
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// The event was appended at this position.
+    New(u64),
+    /// An event with the same key and content was already there, at this position:
+    /// nothing was written (a retried append).
+    AlreadyThere(u64),
+}
+
+impl Appended {
+    /// The event's position, either way.
+    pub fn seq(self) -> u64 {
+        match self {
+            Appended::New(s) | Appended::AlreadyThere(s) => s,
+        }
+    }
+}
+
+/// An event store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another event with different content is stored under the same key.
+    #[error("conflicting append: key `{key}` already holds a different event")]
+    Conflict {
+        /// The key.
+        key: String,
+    },
+    /// The stack's lock is held by someone else.
+    #[error(
+        "stack is locked by {} ({} {}, since {}); if that run is gone, run `stackflow unlock --stack <NAME>`",
+        .holder.who, .holder.operation, .holder.deploy_id, .holder.since
+    )]
+    Locked {
+        /// The holder.
+        holder: Holder,
+    },
+    /// The append needed the lock, and the deploy does not hold it.
+    #[error("deploy {deploy_id} does not hold the stack's lock{}", match .holder { Some(h) => format!(" (held by {} for {})", h.who, h.deploy_id), None => String::new() })]
+    NotHolder {
+        /// The deploy.
+        deploy_id: String,
+        /// Who holds it instead, if anyone.
+        holder: Option<Holder>,
+    },
+    /// A stored event could not be read.
+    #[error("stream {stream}: event {seq}: {source}")]
+    Decode {
+        /// The stream.
+        stream: String,
+        /// The position.
+        seq: u64,
+        /// What is wrong.
+        source: crate::event::DecodeError,
+    },
+    /// The store itself failed (I/O, AWS, database).
+    #[error("{0}")]
+    Backend(String),
+}
+
+/// The result type of stores.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A place where streams of events live. Implemented by the embedded store (SQLite under
+/// `.stackflow/`) and the DynamoDB store; both pass the same conformance suite.
+pub trait EventStore: Send + Sync {
+    /// Appends one event, if `pre` holds. The same key with the same content again is a
+    /// no-op that reports [`Appended::AlreadyThere`]; the same key with other content is a
+    /// [`StoreError::Conflict`]. Many appenders may append to one stream at once; none of
+    /// their events is lost.
+    fn append(
+        &self,
+        stream: &StreamId,
+        event: &NewEvent,
+        pre: &Precondition,
+    ) -> impl Future<Output = StoreResult<Appended>> + Send;
+
+    /// Every event of the stream after position `after` (0 for all), in order, following
+    /// every page.
+    fn read(
+        &self,
+        stream: &StreamId,
+        after: u64,
+    ) -> impl Future<Output = StoreResult<Vec<StoredEvent>>> + Send;
+
+    /// Who holds the stack's lock, if anyone.
+    fn lock_holder(
+        &self,
+        stream: &StreamId,
+    ) -> impl Future<Output = StoreResult<Option<Holder>>> + Send;
+
+    /// Breaks the lock explicitly, appending `LockBroken` naming `by`; returns the holder
+    /// it had (`None` when it was not held: nothing is appended).
+    fn break_lock(
+        &self,
+        stream: &StreamId,
+        by: &str,
+    ) -> impl Future<Output = StoreResult<Option<Holder>>> + Send;
+
+    /// Stores a snapshot of a projection covering the stream up to `seq`.
+    fn put_snapshot(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        body: &Value,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// The latest snapshot, with the position it covers.
+    fn latest_snapshot(
+        &self,
+        stream: &StreamId,
+    ) -> impl Future<Output = StoreResult<Option<(u64, Value)>>> + Send;
+
+    /// Every stream the store has.
+    fn streams(&self) -> impl Future<Output = StoreResult<Vec<StreamId>>> + Send;
+}
