@@ -179,7 +179,6 @@ pub enum Event {
         /// The resource.
         logical_id: String,
         /// Its type.
-        #[serde(rename = "resource_type")]
         resource_type: String,
         /// What is about to happen.
         operation: Operation,

@@ -1,0 +1,9 @@
+//! Support code for stackflow's integration tests.
+//!
+//! The tests talk to a real local AWS emulator, fakecloud, run as a separate
+//! process (it is never linked in): see [`emulator`] for how it is found,
+//! started, shared by the tests of one binary, and stopped.
+
+pub mod emulator;
+
+pub use emulator::{Emulator, unique_name};
