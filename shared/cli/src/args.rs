@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 
+use crate::store::StoreSpec;
+
 /// Deploy CloudFormation templates and CDK apps without CloudFormation.
 ///
 /// stackflow resolves intrinsic functions itself and creates, updates and deletes each
@@ -35,6 +37,20 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
 
+    /// Where stack state lives: local[:DIR] (default, under .stackflow/) or dynamodb:TABLE
+    #[arg(
+        long,
+        global = true,
+        value_name = "STORE",
+        env = "STACKFLOW_STORE",
+        default_value = "local"
+    )]
+    pub store: StoreSpec,
+
+    /// S3 bucket for events over DynamoDB's item size limit (with --store dynamodb:TABLE)
+    #[arg(long, global = true, value_name = "BUCKET", env = "STACKFLOW_BUCKET")]
+    pub store_bucket: Option<String>,
+
     /// Say more (repeat for even more)
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
@@ -44,6 +60,58 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Show what the next deploy would do, per resource and per property
     Diff(DiffArgs),
+    /// Create the event store where it does not exist (a DynamoDB table, or the local database)
+    Init,
+    /// The recorded state of a stack
+    #[command(subcommand)]
+    State(StateCommand),
+    /// The event stream of a stack, readably
+    Events(EventsArgs),
+    /// Break the lock of a stack whose deploy is gone (never done silently)
+    Unlock(StackArg),
+}
+
+/// `stackflow state ...`
+#[derive(Debug, Subcommand)]
+pub enum StateCommand {
+    /// Print the state of a stack, now or as of an event
+    Show(StateShowArgs),
+}
+
+/// A stack to act on.
+#[derive(Debug, Args)]
+pub struct StackArg {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+}
+
+/// Arguments of `stackflow state show`.
+#[derive(Debug, Args)]
+pub struct StateShowArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// The state as of this event (its sequence number, from `stackflow events`)
+    #[arg(long, value_name = "SEQ")]
+    pub at: Option<u64>,
+
+    /// Print the state as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `stackflow events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// Print the events as JSON lines
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `stackflow diff`.

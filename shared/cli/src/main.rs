@@ -4,6 +4,7 @@ mod args;
 mod aws;
 mod commands;
 mod render;
+mod store;
 
 use std::process::ExitCode;
 

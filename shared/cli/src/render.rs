@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use stackflow_core::intrinsics::{UNKNOWN_KEY, as_unknown};
 use stackflow_core::plan::{Action, Plan, ResourcePlan};
+use stackflow_events::event::{Baseline, Event, StoredEvent};
+use stackflow_events::projection::{JournalStep, StackState};
 
 const MAX_VALUE: usize = 120;
 
@@ -99,6 +101,189 @@ pub fn plan(p: &Plan, source: &str, verbose: u8) -> String {
         c[&Action::NoOp],
     );
     out
+}
+
+/// `stackflow state show`.
+pub fn state(stack: &str, region: &str, s: &StackState) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Stack {stack} in {region} (as of event {})", s.seq);
+    if let Some(d) = &s.last_deploy {
+        let _ = write!(
+            out,
+            "Last deploy: {} by {} at {}: {:?}",
+            d.deploy_id, d.who, d.started_at, d.status
+        );
+        if let Some(e) = &d.error {
+            let _ = write!(out, " ({}: {})", e.name, e.message);
+        }
+        out.push('\n');
+    }
+    if let Some(h) = &s.lock {
+        let _ = writeln!(
+            out,
+            "Locked by {} ({} {}, since {})",
+            h.who, h.operation, h.deploy_id, h.since
+        );
+    }
+    let _ = writeln!(out, "Resources ({}):", s.resources.len());
+    for (id, r) in &s.resources {
+        let _ = writeln!(
+            out,
+            "  {id} ({}) {} [{:?}]{}",
+            r.resource_type,
+            r.physical_id,
+            r.provider,
+            if r.imported { " imported" } else { "" }
+        );
+        match &r.baseline {
+            Some(Baseline::Refused { cause }) => {
+                let _ = writeln!(out, "      ObservedBaseline: REFUSED ({cause:?})");
+            }
+            Some(Baseline::Recorded { observed }) => {
+                let _ = writeln!(out, "      ObservedBaseline: {} properties", observed.len());
+            }
+            None => {}
+        }
+    }
+    if !s.predecessors.is_empty() {
+        let _ = writeln!(out, "Replaced, awaiting deletion:");
+        for (phys, p) in &s.predecessors {
+            let _ = writeln!(
+                out,
+                "  {} ({}) {phys}",
+                p.logical_id, p.resource.resource_type
+            );
+        }
+    }
+    if !s.pending.is_empty() {
+        let _ = writeln!(
+            out,
+            "Calls with no recorded outcome (the next deploy reconciles them):"
+        );
+        for p in s.pending.values() {
+            let _ = writeln!(
+                out,
+                "  {} {:?} ({}), token {}",
+                p.logical_id, p.operation, p.resource_type, p.token
+            );
+        }
+    }
+    let undo: Vec<_> = s.journal.to_undo().collect();
+    if !undo.is_empty() {
+        let _ = writeln!(
+            out,
+            "Rollback journal ({} to undo, last first):",
+            undo.len()
+        );
+        for e in undo {
+            let what = match &e.step {
+                JournalStep::Created { physical_id, .. } => format!("delete {physical_id}"),
+                JournalStep::Updated { physical_id, .. } => format!("restore {physical_id}"),
+                JournalStep::Replaced {
+                    new_physical_id,
+                    previous,
+                    ..
+                } => {
+                    format!("delete {new_physical_id}, keep {}", previous.physical_id)
+                }
+            };
+            let _ = writeln!(out, "  {}: {what}", e.logical_id);
+        }
+    }
+    if !s.outputs.is_empty() {
+        let _ = writeln!(out, "Outputs:");
+        for (k, v) in &s.outputs {
+            let _ = writeln!(out, "  {k}: {}", value(v));
+        }
+    }
+    out
+}
+
+/// One line of `stackflow events`: position, time, type, resource, outcome.
+pub fn event_line(e: &StoredEvent) -> String {
+    let outcome = match &e.event {
+        Event::DeployStarted { deploy_id, who, .. } => format!("{deploy_id} by {who}"),
+        Event::DeployCompleted { deploy_id, .. } => format!("{deploy_id} completed"),
+        Event::DeployFailed {
+            deploy_id, error, ..
+        } => {
+            format!("{deploy_id} failed: {}: {}", error.name, error.message)
+        }
+        Event::ResourceIntent {
+            operation, token, ..
+        } => format!("{operation:?} (token {token})"),
+        Event::ResourceCreated {
+            resource, replaces, ..
+        } => match replaces {
+            Some(old) => format!("replaced {old} with {}", resource.physical_id),
+            None => format!("created {}", resource.physical_id),
+        },
+        Event::ResourceUpdated { resource, .. } => format!("updated {}", resource.physical_id),
+        Event::ResourceDeleted {
+            physical_id,
+            replaced,
+            ..
+        } => {
+            format!(
+                "deleted {physical_id}{}",
+                if *replaced { " (replaced)" } else { "" }
+            )
+        }
+        Event::ResourceRetained {
+            physical_id,
+            reason,
+            ..
+        } => format!("retained {physical_id} ({reason})"),
+        Event::ResourceSkipped {
+            operation, reason, ..
+        } => format!("skipped {operation:?}: {reason}"),
+        Event::ResourceFailed {
+            operation, error, ..
+        } => {
+            format!("{operation:?} failed: {}: {}", error.name, error.message)
+        }
+        Event::RollbackStarted { deploy_id, .. } => format!("rolling back {deploy_id}"),
+        Event::RollbackEntryUndone { how, .. } => how.clone(),
+        Event::RollbackFinished {
+            complete, errors, ..
+        } => {
+            if *complete {
+                "complete".into()
+            } else {
+                format!("incomplete, {} errors", errors.len())
+            }
+        }
+        Event::ResourceImported {
+            resource, baseline, ..
+        } => format!(
+            "imported {}{}",
+            resource.physical_id,
+            if matches!(baseline, Baseline::Refused { .. }) {
+                ", baseline refused"
+            } else {
+                ""
+            }
+        ),
+        Event::ImportMarked { resources, .. } => format!("{} marked", resources.len()),
+        Event::BaselineRecorded { .. }
+        | Event::BaselineRefreshed { .. }
+        | Event::BaselineAccepted { .. } => "baseline".into(),
+        Event::DriftChecked { results, .. } => format!("{} resources checked", results.len()),
+        Event::Scrubbed { paths, .. } => format!("{} paths scrubbed", paths.len()),
+        Event::LockTaken { holder } => format!("by {} ({})", holder.who, holder.deploy_id),
+        Event::LockReleased { deploy_id } => deploy_id.clone(),
+        Event::LockBroken { by, previous } => {
+            format!("by {by}, was {} ({})", previous.who, previous.deploy_id)
+        }
+    };
+    format!(
+        "{:>6}  {}  {:<20} {:<28} {}",
+        e.seq,
+        e.at,
+        e.event.type_name(),
+        e.event.logical_id().unwrap_or("-"),
+        outcome
+    )
 }
 
 #[cfg(test)]

@@ -1,1 +1,1285 @@
+//! The DynamoDB event store: every stream in one table, with the bodies too large for an
+//! item in an S3 bucket.
+//!
+//! # Table layout
+//!
+//! The table has a string partition key `pk` and a string sort key `sk`, and is billed
+//! per request (`stackflow init --store dynamodb:TABLE` creates it with
+//! [`DynamoStore::create_table_if_missing`]). Positions are zero-padded to 20 digits
+//! (the width of `u64::MAX`), so that the sort key orders them numerically.
+//!
+//! | `pk` | `sk` | Attributes | What |
+//! |------|------|------------|------|
+//! | `<region>/<stack>` | `e#<seq>` | `seq` N, `key` S, `type` S, `v` N, `at` S, `digest` S, and `body` S (the event's JSON) or `body_s3` S (the S3 key of the JSON, when it is over 350 KiB) | One event of the stream |
+//! | `<region>/<stack>` | `k#<key>` | `seq` N, `digest` S | An event's idempotency key: where the event with that key is, and a digest of its content (a key over 1000 bytes is stored as `k#sha256:<hex of its digest>`) |
+//! | `<region>/<stack>` | `lock` | `deploy_id` S, `holder` S (the [`Holder`] as JSON) | The stack's lock, present while held |
+//! | `<region>/<stack>` | `counter` | `seq` N | The last position handed out |
+//! | `<region>/<stack>` | `s#<seq>` | `seq` N, `at` S, and `body` S or `body_s3` S | A projection snapshot covering the stream up to `seq` |
+//! | `_streams` | `<region>/<stack>` | `region` S, `stack` S, `at` S | The stream registry, read by `streams()` |
+//!
+//! S3 keys: `<region>/<stack>/events/<seq>.json` and `<region>/<stack>/snapshots/<seq>.json`.
+//!
+//! # Appending
+//!
+//! An append makes three requests, none of which many concurrent appenders make each
+//! other repeat:
+//!
+//! 1. a consistent `GetItem` of `k#<key>`: when it is there, the append is a retry
+//!    ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and nothing is written;
+//! 2. `UpdateItem` of `counter` with `ADD seq 1`, returning the new value: the event's
+//!    position, handed out atomically to each appender;
+//! 3. (a `PutObject` of the body to S3, when it is too large for an item;)
+//! 4. `TransactWriteItems`: put `e#<seq>` and `k#<key>` (each only if absent), plus the
+//!    precondition on `lock` (put it, check it or delete it, conditionally), plus the
+//!    registry item when this process has not seen the stream registered yet.
+//!
+//! The first append of a process to a stream also reads the registry item, alongside
+//! step 1. When the transaction is cancelled because `k#<key>` appeared meanwhile (a
+//! concurrent retry of the same append won) or because the lock condition failed, the
+//! position stays empty: positions only grow, and readers skip the gaps. Only transient
+//! failures (throttling, transaction conflicts) are retried, a few times with a short
+//! randomized backoff; [`DynamoStore::retries`] counts the retries.
+//!
+//! A position is handed out before its event is written, so a reader may see position
+//! `n + 1` before a slower appender has written position `n`.
 
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
+use std::error::Error as StdError;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, Delete,
+    KeySchemaElement, KeyType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TableStatus, TransactWriteItem,
+};
+use aws_sdk_s3::primitives::ByteStream;
+use serde_json::Value;
+
+use crate::event::{self, Event, Holder, NewEvent, StoredEvent};
+use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+
+/// Event and snapshot bodies whose JSON is longer than this (in bytes) go to S3: an item
+/// holds at most 400 KiB, attribute names and the other attributes included.
+pub const INLINE_BODY_LIMIT: usize = 350 * 1024;
+
+/// The partition of the stream registry (a stream key always holds a `/`).
+const REGISTRY_PK: &str = "_streams";
+const COUNTER_SK: &str = "counter";
+const LOCK_SK: &str = "lock";
+const EVENT_PREFIX: &str = "e#";
+const SNAPSHOT_PREFIX: &str = "s#";
+/// Idempotency keys longer than this are stored by digest (a sort key holds 1024 bytes).
+const MAX_PLAIN_KEY: usize = 1000;
+
+/// How many times one request is tried in all when it keeps failing transiently.
+const MAX_ATTEMPTS: u32 = 8;
+/// The first backoff; it doubles with each retry up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long [`DynamoStore::create_table_if_missing`] waits for the table to be active.
+const TABLE_WAIT: Duration = Duration::from_secs(300);
+
+/// Error codes of failed requests that are worth trying again.
+const TRANSIENT_CODES: &[&str] = &[
+    "ThrottlingException",
+    "Throttling",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+];
+
+/// Cancellation reason codes of a transaction that are worth trying again.
+const TRANSIENT_REASONS: &[&str] = &[
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+    "RequestLimitExceeded",
+];
+
+type Item = HashMap<String, AttributeValue>;
+
+/// The event store on a DynamoDB table (see the [module documentation](self) for its
+/// layout), with an S3 bucket for bodies over [`INLINE_BODY_LIMIT`].
+///
+/// Cloning is cheap; clones share the clients and the counters.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    db: aws_sdk_dynamodb::Client,
+    s3: aws_sdk_s3::Client,
+    table: String,
+    bucket: Option<String>,
+    counters: Arc<Counters>,
+    /// Streams whose registry item this process has seen or written.
+    registered: Arc<Mutex<HashSet<String>>>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    /// Requests repeated by the store itself.
+    own_retries: AtomicU64,
+    /// Operations the SDK clients ran.
+    executions: AtomicU64,
+    /// HTTP attempts the SDK clients made (more than the operations when they retried).
+    attempts: AtomicU64,
+}
+
+/// Counts the operations and attempts of the store's clients, so that retries made by
+/// the SDK's own retry policy are counted too.
+#[derive(Debug, Clone)]
+struct CountRequests(Arc<Counters>);
+
+impl Intercept for CountRequests {
+    fn name(&self) -> &'static str {
+        "stackflow::CountRequests"
+    }
+
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn StdError + Send + Sync>> {
+        self.0.executions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn StdError + Send + Sync>> {
+        self.0.attempts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Where an event's or a snapshot's body is.
+enum Body {
+    /// In the item, as JSON.
+    Inline(String),
+    /// In S3, under this key.
+    S3(String),
+}
+
+/// What the precondition of an append does to the `lock` item.
+#[derive(Clone, Copy)]
+enum LockOp<'a> {
+    /// Nothing.
+    None,
+    /// Puts the holder, if the lock is free or held by the same deploy.
+    Take(&'a Holder),
+    /// Checks that this deploy holds it.
+    Check(&'a str),
+    /// Deletes it, if it is free or held by this deploy.
+    Release(&'a str),
+    /// Deletes it, if this deploy holds it (breaking a lock).
+    Break(&'a str),
+}
+
+impl LockOp<'_> {
+    /// Whether the lock's current holder lets the operation through.
+    fn allows(self, holder: Option<&Holder>) -> bool {
+        match self {
+            LockOp::None => true,
+            LockOp::Take(h) => holder.is_none_or(|held| held.deploy_id == h.deploy_id),
+            LockOp::Release(id) => holder.is_none_or(|held| held.deploy_id == id),
+            LockOp::Check(id) | LockOp::Break(id) => {
+                holder.is_some_and(|held| held.deploy_id == id)
+            }
+        }
+    }
+}
+
+/// What a transaction writing an event did.
+enum Written {
+    /// The event is stored.
+    Done,
+    /// Its key was taken meanwhile, by another event: the `k#` item.
+    KeyTaken(Item),
+    /// The lock's condition failed: the `lock` item as it was (when the reason held it).
+    LockRefused(Option<Item>),
+}
+
+/// An event ready to be written at a position.
+struct Pending<'a> {
+    pk: &'a str,
+    seq: u64,
+    key: &'a str,
+    digest: &'a str,
+    type_name: &'static str,
+    body: &'a Body,
+}
+
+impl DynamoStore {
+    /// A store on `table`, putting bodies over [`INLINE_BODY_LIMIT`] in `bucket` (without a
+    /// bucket, appending such an event fails). The clients are used as configured (endpoint,
+    /// credentials, retry policy), with one interceptor added that counts their requests.
+    pub fn new(
+        dynamodb: aws_sdk_dynamodb::Client,
+        s3: aws_sdk_s3::Client,
+        table: impl Into<String>,
+        bucket: Option<String>,
+    ) -> Self {
+        let counters = Arc::new(Counters::default());
+        let db = aws_sdk_dynamodb::Client::from_conf(
+            dynamodb
+                .config()
+                .to_builder()
+                .interceptor(CountRequests(counters.clone()))
+                .build(),
+        );
+        let s3 = aws_sdk_s3::Client::from_conf(
+            s3.config()
+                .to_builder()
+                .interceptor(CountRequests(counters.clone()))
+                .build(),
+        );
+        DynamoStore {
+            db,
+            s3,
+            table: table.into(),
+            bucket,
+            counters,
+            registered: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// Creates the store's table (keys `pk` and `sk`, both strings, billed per request)
+    /// unless it exists, and waits until it is active. True when it created it.
+    pub async fn create_table_if_missing(
+        client: &aws_sdk_dynamodb::Client,
+        table: &str,
+    ) -> StoreResult<bool> {
+        let exists = match client.describe_table().table_name(table).send().await {
+            Ok(_) => true,
+            Err(SdkError::ServiceError(e))
+                if matches!(e.err(), DescribeTableError::ResourceNotFoundException(_)) =>
+            {
+                false
+            }
+            Err(e) => return Err(sdk_error("DescribeTable", table, &e)),
+        };
+        let mut created = false;
+        if !exists {
+            let key = |name: &str, key_type: KeyType| {
+                KeySchemaElement::builder()
+                    .attribute_name(name)
+                    .key_type(key_type)
+                    .build()
+                    .map_err(|e| StoreError::Backend(format!("key schema: {e}")))
+            };
+            let attribute = |name: &str| {
+                AttributeDefinition::builder()
+                    .attribute_name(name)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(|e| StoreError::Backend(format!("attribute definition: {e}")))
+            };
+            let result = client
+                .create_table()
+                .table_name(table)
+                .billing_mode(BillingMode::PayPerRequest)
+                .attribute_definitions(attribute("pk")?)
+                .attribute_definitions(attribute("sk")?)
+                .key_schema(key("pk", KeyType::Hash)?)
+                .key_schema(key("sk", KeyType::Range)?)
+                .send()
+                .await;
+            match result {
+                Ok(_) => created = true,
+                // Someone else created it meanwhile.
+                Err(e) if e.code() == Some("ResourceInUseException") => {}
+                Err(e) => return Err(sdk_error("CreateTable", table, &e)),
+            }
+        }
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(200);
+        loop {
+            let described = client
+                .describe_table()
+                .table_name(table)
+                .send()
+                .await
+                .map_err(|e| sdk_error("DescribeTable", table, &e))?;
+            let status = described.table().and_then(|t| t.table_status());
+            if status == Some(&TableStatus::Active) {
+                return Ok(created);
+            }
+            if started.elapsed() > TABLE_WAIT {
+                return Err(StoreError::Backend(format!(
+                    "DynamoDB table {table} is still not active after {}s (status {:?})",
+                    TABLE_WAIT.as_secs(),
+                    status
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The bucket for large bodies, if any.
+    pub fn bucket(&self) -> Option<&str> {
+        self.bucket.as_deref()
+    }
+
+    /// How many requests were repeated because of a transient failure so far: by the store
+    /// (throttling, transaction conflicts) and by the SDK's own retry policy.
+    pub fn retries(&self) -> u64 {
+        let sdk = self
+            .counters
+            .attempts
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.counters.executions.load(Ordering::Relaxed));
+        self.counters.own_retries.load(Ordering::Relaxed) + sdk
+    }
+
+    /// How many HTTP requests (DynamoDB and S3, retries included) the store made so far.
+    pub fn requests(&self) -> u64 {
+        self.counters.attempts.load(Ordering::Relaxed)
+    }
+
+    // --- Requests -----------------------------------------------------------------------
+
+    fn backend<E, R>(&self, what: &str, err: &SdkError<E, R>) -> StoreError
+    where
+        E: StdError + 'static,
+        R: fmt::Debug,
+    {
+        sdk_error(what, &self.table, err)
+    }
+
+    /// Waits before the `retry`th retry, and counts it.
+    async fn backoff(&self, retry: u32) {
+        self.counters.own_retries.fetch_add(1, Ordering::Relaxed);
+        let ceiling = BASE_BACKOFF
+            .saturating_mul(1 << retry.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        // Anywhere between half the ceiling and the ceiling, so that the appenders that
+        // collided do not collide again.
+        let half = ceiling / 2;
+        let jitter = half.mul_f64(random_fraction());
+        tokio::time::sleep(half + jitter).await;
+    }
+
+    /// Runs a request, repeating it while it fails transiently; the last error otherwise.
+    async fn retrying<T, E, R, F, Fut>(&self, mut request: F) -> Result<T, SdkError<E, R>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata,
+    {
+        let mut attempt = 1;
+        loop {
+            match request().await {
+                Err(e) if attempt < MAX_ATTEMPTS && is_transient(&e) => {
+                    self.backoff(attempt).await;
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A consistent read of one item.
+    async fn get(&self, pk: &str, sk: &str) -> StoreResult<Option<Item>> {
+        let out = self
+            .retrying(|| {
+                self.db
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .consistent_read(true)
+                    .send()
+            })
+            .await
+            .map_err(|e| self.backend("GetItem", &e))?;
+        Ok(out.item)
+    }
+
+    /// Hands out the stream's next position.
+    async fn next_seq(&self, pk: &str) -> StoreResult<u64> {
+        let out = self
+            .retrying(|| {
+                self.db
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(COUNTER_SK))
+                    .update_expression("ADD #seq :one")
+                    .expression_attribute_names("#seq", "seq")
+                    .expression_attribute_values(":one", n(1))
+                    .return_values(ReturnValue::UpdatedNew)
+                    .send()
+            })
+            .await
+            .map_err(|e| self.backend("UpdateItem (sequence counter)", &e))?;
+        out.attributes()
+            .and_then(|a| get_n(a, "seq"))
+            .ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "DynamoDB UpdateItem on table {}: the sequence counter of {pk} came back \
+                     without its new value",
+                    self.table
+                ))
+            })
+    }
+
+    fn is_registered(&self, pk: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(pk)
+    }
+
+    fn mark_registered(&self, pk: &str) {
+        self.registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pk.to_string());
+    }
+
+    // --- Bodies -------------------------------------------------------------------------
+
+    /// Keeps a body in the item when it is small enough, else puts it in S3 under
+    /// `<pk>/<kind>/<seq>.json`.
+    async fn place_body(&self, pk: &str, kind: &str, seq: u64, json: String) -> StoreResult<Body> {
+        if json.len() <= INLINE_BODY_LIMIT {
+            return Ok(Body::Inline(json));
+        }
+        let Some(bucket) = &self.bucket else {
+            return Err(StoreError::Backend(format!(
+                "a body of {} bytes is over DynamoDB's item limit, and the store on table {} \
+                 has no S3 bucket to put it in",
+                json.len(),
+                self.table
+            )));
+        };
+        let key = format!("{pk}/{kind}/{seq:020}.json");
+        let bytes = json.into_bytes();
+        self.retrying(|| {
+            self.s3
+                .put_object()
+                .bucket(bucket)
+                .key(&key)
+                .content_type("application/json")
+                .body(ByteStream::from(bytes.clone()))
+                .send()
+        })
+        .await
+        .map_err(|e| s3_error("PutObject", bucket, &key, &e))?;
+        Ok(Body::S3(key))
+    }
+
+    /// Deletes a body put in S3 for a write that did not happen (best effort: an object
+    /// left behind is only wasted space).
+    async fn discard_body(&self, body: &Body) {
+        if let (Body::S3(key), Some(bucket)) = (body, &self.bucket) {
+            let _ = self.s3.delete_object().bucket(bucket).key(key).send().await;
+        }
+    }
+
+    /// The JSON of a body stored in `item`.
+    async fn read_body(&self, item: &Item) -> StoreResult<Option<String>> {
+        if let Some(json) = get_s(item, "body") {
+            return Ok(Some(json.to_string()));
+        }
+        let Some(key) = get_s(item, "body_s3") else {
+            return Ok(None);
+        };
+        let Some(bucket) = &self.bucket else {
+            return Err(StoreError::Backend(format!(
+                "an item of table {} keeps its body in S3 ({key}), and the store has no bucket",
+                self.table
+            )));
+        };
+        let object = self
+            .retrying(|| self.s3.get_object().bucket(bucket).key(key).send())
+            .await
+            .map_err(|e| s3_error("GetObject", bucket, key, &e))?;
+        let bytes = object.body.collect().await.map_err(|e| {
+            StoreError::Backend(format!(
+                "S3 GetObject s3://{bucket}/{key}: reading the body: {e}"
+            ))
+        })?;
+        String::from_utf8(bytes.to_vec()).map(Some).map_err(|e| {
+            StoreError::Backend(format!("S3 object s3://{bucket}/{key} is not UTF-8: {e}"))
+        })
+    }
+
+    // --- Writing events -----------------------------------------------------------------
+
+    /// The transaction writing `event`, with the lock's precondition and, when needed, the
+    /// registry item.
+    fn transaction(
+        &self,
+        event: &Pending<'_>,
+        lock: LockOp<'_>,
+        register: bool,
+    ) -> StoreResult<Vec<TransactWriteItem>> {
+        let pk = event.pk;
+        let mut item: Item = HashMap::from([
+            ("pk".to_string(), s(pk)),
+            ("sk".to_string(), s(&seq_sk(EVENT_PREFIX, event.seq))),
+            ("seq".to_string(), n(event.seq)),
+            ("key".to_string(), s(event.key)),
+            ("type".to_string(), s(event.type_name)),
+            (
+                "v".to_string(),
+                n(u64::from(event::current_version(event.type_name))),
+            ),
+            ("at".to_string(), s(&event::now())),
+            ("digest".to_string(), s(event.digest)),
+        ]);
+        match event.body {
+            Body::Inline(json) => item.insert("body".to_string(), s(json)),
+            Body::S3(key) => item.insert("body_s3".to_string(), s(key)),
+        };
+        let absent = "attribute_not_exists(sk)";
+        let mut items = vec![
+            // No old image in a cancellation reason for this one: it may be 350 KiB, and
+            // this condition only fails when the counter is broken.
+            TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(item))
+                        .condition_expression(absent)
+                        .build()
+                        .map_err(build_error)?,
+                )
+                .build(),
+            put(
+                &self.table,
+                HashMap::from([
+                    ("pk".to_string(), s(pk)),
+                    ("sk".to_string(), s(&key_sk(event.key))),
+                    ("seq".to_string(), n(event.seq)),
+                    ("digest".to_string(), s(event.digest)),
+                ]),
+                Some(absent),
+                &[],
+            )?,
+        ];
+        let lock_key =
+            || HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(LOCK_SK))]);
+        let free_or_mine = "attribute_not_exists(sk) OR deploy_id = :d";
+        let lock_item = match lock {
+            LockOp::None => None,
+            LockOp::Take(holder) => {
+                let json = serde_json::to_string(holder).expect("holders serialize");
+                let mut item = lock_key();
+                item.insert("deploy_id".to_string(), s(&holder.deploy_id));
+                item.insert("holder".to_string(), s(&json));
+                Some(put(
+                    &self.table,
+                    item,
+                    Some(free_or_mine),
+                    &[(":d", &holder.deploy_id)],
+                )?)
+            }
+            LockOp::Check(id) => {
+                let check = ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(lock_key()))
+                    .condition_expression("deploy_id = :d")
+                    .expression_attribute_values(":d", s(id))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .build()
+                    .map_err(build_error)?;
+                Some(TransactWriteItem::builder().condition_check(check).build())
+            }
+            LockOp::Release(id) | LockOp::Break(id) => {
+                let condition = if matches!(lock, LockOp::Release(_)) {
+                    free_or_mine
+                } else {
+                    "deploy_id = :d"
+                };
+                let delete = Delete::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(lock_key()))
+                    .condition_expression(condition)
+                    .expression_attribute_values(":d", s(id))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .build()
+                    .map_err(build_error)?;
+                Some(TransactWriteItem::builder().delete(delete).build())
+            }
+        };
+        items.extend(lock_item);
+        if register {
+            let stream = StreamId::from_key(pk);
+            let mut item = HashMap::from([
+                ("pk".to_string(), s(REGISTRY_PK)),
+                ("sk".to_string(), s(pk)),
+                ("at".to_string(), s(&event::now())),
+            ]);
+            if let Some(stream) = stream {
+                item.insert("region".to_string(), s(&stream.region));
+                item.insert("stack".to_string(), s(&stream.stack));
+            }
+            items.push(put(&self.table, item, None, &[])?);
+        }
+        Ok(items)
+    }
+
+    /// Writes an event at its position (step 4 of an append), repeating the transaction
+    /// while it fails transiently.
+    async fn write_event(&self, event: &Pending<'_>, lock: LockOp<'_>) -> StoreResult<Written> {
+        let mut attempt = 1;
+        loop {
+            let register = !self.is_registered(event.pk);
+            let items = self.transaction(event, lock, register)?;
+            let err = match self
+                .db
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
+                Ok(_) => {
+                    if register {
+                        self.mark_registered(event.pk);
+                    }
+                    return Ok(Written::Done);
+                }
+                Err(err) => err,
+            };
+            let transient = match err.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+                    let reasons = cancelled.cancellation_reasons();
+                    let failed = |i: usize| {
+                        reasons
+                            .get(i)
+                            .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                    };
+                    // The key first: a retried append is a success whatever the lock does.
+                    if let Some(reason) = failed(1) {
+                        return self.key_taken(event, reason.item().cloned()).await;
+                    }
+                    if !matches!(lock, LockOp::None)
+                        && let Some(reason) = failed(2)
+                    {
+                        return Ok(Written::LockRefused(reason.item().cloned()));
+                    }
+                    if failed(0).is_some() {
+                        return Err(StoreError::Backend(format!(
+                            "DynamoDB table {}: position {} of {} is already taken: the \
+                             stream's sequence counter is behind its events",
+                            self.table, event.seq, event.pk
+                        )));
+                    }
+                    if reasons.is_empty() {
+                        // No reasons to go by: look at the items themselves.
+                        if let Some(found) = self.get(event.pk, &key_sk(event.key)).await? {
+                            return self.key_taken(event, Some(found)).await;
+                        }
+                        let held = self.get(event.pk, LOCK_SK).await?;
+                        if !lock.allows(holder_of(held.as_ref())?.as_ref()) {
+                            return Ok(Written::LockRefused(held));
+                        }
+                    }
+                    reasons
+                        .iter()
+                        .any(|r| r.code().is_some_and(|c| TRANSIENT_REASONS.contains(&c)))
+                        .then_some(())
+                        .ok_or_else(|| {
+                            StoreError::Backend(format!(
+                                "DynamoDB TransactWriteItems on table {}: cancelled ({}): {}",
+                                self.table,
+                                describe_reasons(reasons),
+                                DisplayErrorContext(&err)
+                            ))
+                        })
+                }
+                _ if is_transient(&err) => Ok(()),
+                _ => Err(self.backend("TransactWriteItems", &err)),
+            };
+            transient?;
+            if attempt >= MAX_ATTEMPTS {
+                return Err(StoreError::Backend(format!(
+                    "DynamoDB TransactWriteItems on table {}: still failing after {MAX_ATTEMPTS} \
+                     attempts: {}",
+                    self.table,
+                    DisplayErrorContext(&err)
+                )));
+            }
+            self.backoff(attempt).await;
+            attempt += 1;
+        }
+    }
+
+    /// The outcome of a transaction cancelled because the event's key is taken: `found` is
+    /// the `k#` item from the cancellation reason, when it was there. When the key points
+    /// at this very position, the event was written by an earlier attempt of the same
+    /// request (the SDK retries a request whose answer was lost): that is a success.
+    async fn key_taken(&self, event: &Pending<'_>, found: Option<Item>) -> StoreResult<Written> {
+        let item = match found {
+            Some(item) => item,
+            None => self
+                .get(event.pk, &key_sk(event.key))
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Backend(format!(
+                        "DynamoDB table {}: an append of key `{}` was cancelled because the                          key exists, and it does not",
+                        self.table, event.key
+                    ))
+                })?,
+        };
+        if get_n(&item, "seq") == Some(event.seq) && get_s(&item, "digest") == Some(event.digest) {
+            return Ok(Written::Done);
+        }
+        Ok(Written::KeyTaken(item))
+    }
+
+    /// The outcome of an append whose key is already stored (in `item`).
+    fn already_there(&self, key: &str, digest: &str, item: &Item) -> StoreResult<Appended> {
+        let seq = get_n(item, "seq").ok_or_else(|| {
+            StoreError::Backend(format!(
+                "DynamoDB table {}: the idempotency item of key `{key}` has no position",
+                self.table
+            ))
+        })?;
+        if get_s(item, "digest") == Some(digest) {
+            Ok(Appended::AlreadyThere(seq))
+        } else {
+            Err(StoreError::Conflict {
+                key: key.to_string(),
+            })
+        }
+    }
+
+    async fn append_event(
+        &self,
+        stream: &StreamId,
+        new: &NewEvent,
+        pre: &Precondition,
+    ) -> StoreResult<Appended> {
+        let pk = stream.key();
+        let k_sk = key_sk(&new.key);
+        let body_value = new.event.to_body();
+        let digest = event::digest(&body_value);
+
+        // 1. Is it a retry? (And, the first time, is the stream registered?)
+        let existing = if self.is_registered(&pk) {
+            self.get(&pk, &k_sk).await?
+        } else {
+            let (existing, registry) =
+                tokio::join!(self.get(&pk, &k_sk), self.get(REGISTRY_PK, &pk));
+            if registry?.is_some() {
+                self.mark_registered(&pk);
+            }
+            existing?
+        };
+        if let Some(item) = existing {
+            return self.already_there(&new.key, &digest, &item);
+        }
+
+        // 2. Its position.
+        let seq = self.next_seq(&pk).await?;
+
+        // 3. Its body.
+        let json = serde_json::to_string(&body_value).expect("events serialize");
+        let body = self.place_body(&pk, "events", seq, json).await?;
+
+        // 4. The event, its key and its precondition, at once.
+        let lock = match pre {
+            Precondition::None => LockOp::None,
+            Precondition::TakeLock(holder) => LockOp::Take(holder),
+            Precondition::HoldsLock(id) => LockOp::Check(id),
+            Precondition::ReleaseLock(id) => LockOp::Release(id),
+        };
+        let pending = Pending {
+            pk: &pk,
+            seq,
+            key: &new.key,
+            digest: &digest,
+            type_name: new.event.type_name(),
+            body: &body,
+        };
+        let result = self.settle(&pending, lock).await;
+        // Only when the event is known not to be written: after an error that leaves it
+        // unknown, the object may be the body of a stored event.
+        if matches!(
+            result,
+            Ok(Appended::AlreadyThere(_))
+                | Err(StoreError::Conflict { .. }
+                    | StoreError::Locked { .. }
+                    | StoreError::NotHolder { .. })
+        ) {
+            self.discard_body(&body).await;
+        }
+        result
+    }
+
+    /// Writes a pending event and turns a cancelled write into the append's outcome.
+    async fn settle(&self, pending: &Pending<'_>, lock: LockOp<'_>) -> StoreResult<Appended> {
+        let mut attempt = 1;
+        loop {
+            match self.write_event(pending, lock).await? {
+                Written::Done => return Ok(Appended::New(pending.seq)),
+                Written::KeyTaken(item) => {
+                    return self.already_there(pending.key, pending.digest, &item);
+                }
+                Written::LockRefused(item) => {
+                    let item = match item {
+                        Some(item) => Some(item),
+                        None => self.get(pending.pk, LOCK_SK).await?,
+                    };
+                    let holder = holder_of(item.as_ref())?;
+                    if lock.allows(holder.as_ref()) && attempt < MAX_ATTEMPTS {
+                        // The lock changed between the transaction and the read: again.
+                        self.backoff(attempt).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    return Err(match (lock, holder) {
+                        (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
+                        (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
+                            StoreError::NotHolder {
+                                deploy_id: id.to_string(),
+                                holder,
+                            }
+                        }
+                        (_, holder) => StoreError::Backend(format!(
+                            "DynamoDB table {}: the lock of {} keeps changing (now {:?})",
+                            self.table, pending.pk, holder
+                        )),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Decodes an event item.
+    async fn stored_event(&self, stream: &StreamId, item: &Item) -> StoreResult<StoredEvent> {
+        let seq = get_n(item, "seq")
+            .or_else(|| {
+                get_s(item, "sk")
+                    .and_then(|sk| sk.strip_prefix(EVENT_PREFIX))
+                    .and_then(|digits| digits.parse().ok())
+            })
+            .ok_or_else(|| self.malformed_item(stream, "an event item has no position"))?;
+        let field = |name: &str| {
+            get_s(item, name).ok_or_else(|| {
+                self.malformed_item(stream, &format!("event {seq} has no `{name}` attribute"))
+            })
+        };
+        let key = field("key")?.to_string();
+        let type_name = field("type")?.to_string();
+        let at = field("at")?.to_string();
+        let v = get_n(item, "v")
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| self.malformed_item(stream, &format!("event {seq} has no version")))?;
+        let json = self
+            .read_body(item)
+            .await?
+            .ok_or_else(|| self.malformed_item(stream, &format!("event {seq} has no body")))?;
+        let decode = |source| StoreError::Decode {
+            stream: stream.to_string(),
+            seq,
+            source,
+        };
+        let body: Value = serde_json::from_str(&json).map_err(|e| {
+            decode(event::DecodeError::Malformed {
+                type_name: type_name.clone(),
+                version: v,
+                message: format!("the body is not JSON: {e}"),
+            })
+        })?;
+        let event = Event::from_body(&type_name, v, body).map_err(decode)?;
+        Ok(StoredEvent {
+            seq,
+            key,
+            at,
+            v,
+            event,
+        })
+    }
+
+    fn malformed_item(&self, stream: &StreamId, what: &str) -> StoreError {
+        StoreError::Backend(format!(
+            "DynamoDB table {}, stream {stream}: {what}",
+            self.table
+        ))
+    }
+}
+
+impl EventStore for DynamoStore {
+    async fn append(
+        &self,
+        stream: &StreamId,
+        event: &NewEvent,
+        pre: &Precondition,
+    ) -> StoreResult<Appended> {
+        self.append_event(stream, event, pre).await
+    }
+
+    async fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
+        let Some(first) = after.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let pk = stream.key();
+        let mut pages = self
+            .db
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(&pk))
+            .expression_attribute_values(":first", s(&seq_sk(EVENT_PREFIX, first)))
+            .expression_attribute_values(":last", s(&seq_sk(EVENT_PREFIX, u64::MAX)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut events = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| self.backend("Query (events)", &e))?;
+            events.push(self.stored_event(stream, &item).await?);
+        }
+        Ok(events)
+    }
+
+    async fn lock_holder(&self, stream: &StreamId) -> StoreResult<Option<Holder>> {
+        let item = self.get(&stream.key(), LOCK_SK).await?;
+        holder_of(item.as_ref())
+    }
+
+    async fn break_lock(&self, stream: &StreamId, by: &str) -> StoreResult<Option<Holder>> {
+        let pk = stream.key();
+        let mut attempt = 1;
+        loop {
+            let Some(holder) = self.lock_holder(stream).await? else {
+                return Ok(None);
+            };
+            let seq = self.next_seq(&pk).await?;
+            let new = NewEvent::new(
+                format!("lock-broken/{}/{seq}", holder.deploy_id),
+                Event::LockBroken {
+                    by: by.to_string(),
+                    previous: holder.clone(),
+                },
+            );
+            let body_value = new.event.to_body();
+            let digest = event::digest(&body_value);
+            let json = serde_json::to_string(&body_value).expect("events serialize");
+            let body = self.place_body(&pk, "events", seq, json).await?;
+            let pending = Pending {
+                pk: &pk,
+                seq,
+                key: &new.key,
+                digest: &digest,
+                type_name: new.event.type_name(),
+                body: &body,
+            };
+            match self
+                .write_event(&pending, LockOp::Break(&holder.deploy_id))
+                .await
+            {
+                Ok(Written::Done) => return Ok(Some(holder)),
+                // Released or taken over meanwhile: look again (the position stays empty).
+                Ok(Written::LockRefused(_)) if attempt < MAX_ATTEMPTS => {
+                    self.discard_body(&body).await;
+                    self.backoff(attempt).await;
+                    attempt += 1;
+                }
+                Ok(Written::LockRefused(_)) => {
+                    self.discard_body(&body).await;
+                    return Err(StoreError::Backend(format!(
+                        "DynamoDB table {}: the lock of {pk} kept changing while it was broken",
+                        self.table
+                    )));
+                }
+                Ok(Written::KeyTaken(_)) => {
+                    self.discard_body(&body).await;
+                    return Err(StoreError::Backend(format!(
+                        "DynamoDB table {}: the key `{}` of a LockBroken event is taken",
+                        self.table, new.key
+                    )));
+                }
+                // Whether it was written is unknown: the body stays.
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn put_snapshot(&self, stream: &StreamId, seq: u64, body: &Value) -> StoreResult<()> {
+        let pk = stream.key();
+        let json = serde_json::to_string(body).expect("values serialize");
+        let body = self.place_body(&pk, "snapshots", seq, json).await?;
+        let mut item: Item = HashMap::from([
+            ("pk".to_string(), s(&pk)),
+            ("sk".to_string(), s(&seq_sk(SNAPSHOT_PREFIX, seq))),
+            ("seq".to_string(), n(seq)),
+            ("at".to_string(), s(&event::now())),
+        ]);
+        match &body {
+            Body::Inline(json) => item.insert("body".to_string(), s(json)),
+            Body::S3(key) => item.insert("body_s3".to_string(), s(key)),
+        };
+        self.retrying(|| {
+            self.db
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item.clone()))
+                .send()
+        })
+        .await
+        .map_err(|e| self.backend("PutItem (snapshot)", &e))?;
+        Ok(())
+    }
+
+    async fn latest_snapshot(&self, stream: &StreamId) -> StoreResult<Option<(u64, Value)>> {
+        let pk = stream.key();
+        let out = self
+            .retrying(|| {
+                self.db
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("pk = :pk AND begins_with(sk, :s)")
+                    .expression_attribute_values(":pk", s(&pk))
+                    .expression_attribute_values(":s", s(SNAPSHOT_PREFIX))
+                    .scan_index_forward(false)
+                    .limit(1)
+                    .consistent_read(true)
+                    .send()
+            })
+            .await
+            .map_err(|e| self.backend("Query (latest snapshot)", &e))?;
+        let Some(item) = out.items().first() else {
+            return Ok(None);
+        };
+        let seq = get_n(item, "seq")
+            .ok_or_else(|| self.malformed_item(stream, "a snapshot item has no position"))?;
+        let json = self.read_body(item).await?.ok_or_else(|| {
+            self.malformed_item(stream, &format!("the snapshot at {seq} has no body"))
+        })?;
+        let body = serde_json::from_str(&json).map_err(|e| {
+            self.malformed_item(stream, &format!("the snapshot at {seq} is not JSON: {e}"))
+        })?;
+        Ok(Some((seq, body)))
+    }
+
+    async fn streams(&self) -> StoreResult<Vec<StreamId>> {
+        let mut pages = self
+            .db
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(REGISTRY_PK))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut streams = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| self.backend("Query (stream registry)", &e))?;
+            if let Some(stream) = get_s(&item, "sk").and_then(StreamId::from_key) {
+                streams.push(stream);
+            }
+        }
+        streams.sort();
+        Ok(streams)
+    }
+}
+
+// --- Helpers ----------------------------------------------------------------------------
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+fn n(v: u64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn get_n(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The sort key of a position: the prefix and the position in 20 digits.
+fn seq_sk(prefix: &str, seq: u64) -> String {
+    format!("{prefix}{seq:020}")
+}
+
+/// The sort key of an idempotency key.
+fn key_sk(key: &str) -> String {
+    if key.len() <= MAX_PLAIN_KEY {
+        format!("k#{key}")
+    } else {
+        format!(
+            "k#sha256:{}",
+            event::digest(&Value::String(key.to_string()))
+        )
+    }
+}
+
+/// A `Put` of a transaction.
+/// A `Put` of a transaction; when its condition fails, the cancellation reason holds the
+/// item it found.
+fn put(
+    table: &str,
+    item: Item,
+    condition: Option<&str>,
+    values: &[(&str, &str)],
+) -> StoreResult<TransactWriteItem> {
+    let mut put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .set_condition_expression(condition.map(str::to_string));
+    for (name, value) in values {
+        put = put.expression_attribute_values(*name, s(value));
+    }
+    if condition.is_some() {
+        put = put
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    Ok(TransactWriteItem::builder()
+        .put(put.build().map_err(build_error)?)
+        .build())
+}
+
+fn build_error(e: impl fmt::Display) -> StoreError {
+    StoreError::Backend(format!("building a DynamoDB request: {e}"))
+}
+
+/// The holder recorded in a `lock` item.
+fn holder_of(item: Option<&Item>) -> StoreResult<Option<Holder>> {
+    let Some(json) = item.and_then(|item| get_s(item, "holder")) else {
+        return Ok(None);
+    };
+    serde_json::from_str(json)
+        .map(Some)
+        .map_err(|e| StoreError::Backend(format!("the stack's lock item is malformed: {e}")))
+}
+
+fn sdk_error<E, R>(what: &str, table: &str, err: &SdkError<E, R>) -> StoreError
+where
+    E: StdError + 'static,
+    R: fmt::Debug,
+{
+    StoreError::Backend(format!(
+        "DynamoDB {what} on table {table}: {}",
+        DisplayErrorContext(err)
+    ))
+}
+
+fn s3_error<E, R>(what: &str, bucket: &str, key: &str, err: &SdkError<E, R>) -> StoreError
+where
+    E: StdError + 'static,
+    R: fmt::Debug,
+{
+    StoreError::Backend(format!(
+        "S3 {what} s3://{bucket}/{key}: {}",
+        DisplayErrorContext(err)
+    ))
+}
+
+fn is_transient<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    err.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+}
+
+fn describe_reasons(reasons: &[CancellationReason]) -> String {
+    reasons
+        .iter()
+        .map(|r| {
+            let code = r.code().unwrap_or("?");
+            match r.message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A number in `[0, 1)`, random enough to spread retries.
+fn random_fraction() -> f64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_sort_as_numbers() {
+        assert_eq!(seq_sk("e#", 7), "e#00000000000000000007");
+        assert_eq!(seq_sk("e#", u64::MAX), "e#18446744073709551615");
+        assert!(seq_sk("e#", 9) < seq_sk("e#", 10));
+        assert!(seq_sk("e#", 10) < seq_sk("e#", u64::MAX));
+    }
+
+    #[test]
+    fn long_keys_are_stored_by_digest() {
+        assert_eq!(key_sk("d/r/create/done"), "k#d/r/create/done");
+        let long = "x".repeat(2000);
+        let sk = key_sk(&long);
+        assert!(sk.starts_with("k#sha256:") && sk.len() < 100);
+    }
+
+    #[test]
+    fn lock_ops_allow_what_their_conditions_allow() {
+        let holder = |id: &str| Holder {
+            deploy_id: id.to_string(),
+            who: "me".to_string(),
+            since: "2024-01-01T00:00:00Z".to_string(),
+            operation: "deploy".to_string(),
+        };
+        let mine = holder("d1");
+        let theirs = holder("d2");
+        assert!(LockOp::Take(&mine).allows(None));
+        assert!(LockOp::Take(&mine).allows(Some(&mine)));
+        assert!(!LockOp::Take(&mine).allows(Some(&theirs)));
+        assert!(!LockOp::Check("d1").allows(None));
+        assert!(LockOp::Check("d1").allows(Some(&mine)));
+        assert!(LockOp::Release("d1").allows(None));
+        assert!(!LockOp::Release("d1").allows(Some(&theirs)));
+        assert!(!LockOp::Break("d1").allows(None));
+    }
+
+    #[test]
+    fn random_fractions_stay_in_range() {
+        for _ in 0..1000 {
+            let f = random_fraction();
+            assert!((0.0..1.0).contains(&f));
+        }
+    }
+}

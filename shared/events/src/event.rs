@@ -360,10 +360,9 @@ pub enum Event {
 /// The current schema version of every event type. Bump a type's number when its fields
 /// change, and teach [`upcast`] to turn the old form into the new one.
 pub fn current_version(type_name: &str) -> u32 {
-    match type_name {
-        // Every type is at its first version.
-        _ => 1,
-    }
+    // Every type is at its first version; a bumped type gets its own arm here.
+    let _ = type_name;
+    1
 }
 
 /// Every event type name.

@@ -14,6 +14,25 @@ pub mod projection;
 #[cfg(feature = "embedded")]
 pub mod sqlite;
 pub mod store;
+pub mod testing;
 
 pub use event::{Event, NewEvent, StoredEvent};
 pub use store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+
+use projection::StackState;
+
+/// The state of a stack: the latest snapshot (when one is stored and readable) plus the
+/// events after it, or a fold of the whole stream.
+pub async fn load_state<S: EventStore>(store: &S, stream: &StreamId) -> StoreResult<StackState> {
+    let (mut state, after) = match store.latest_snapshot(stream).await? {
+        Some((seq, body)) => match StackState::from_snapshot(&body) {
+            Some(s) if s.seq == seq => (s, seq),
+            _ => (StackState::default(), 0),
+        },
+        None => (StackState::default(), 0),
+    };
+    for e in store.read(stream, after).await? {
+        state.apply(&e);
+    }
+    Ok(state)
+}

@@ -677,14 +677,21 @@ impl StackState {
                     }
                 }
             }
-            JournalStep::Updated { previous, .. } => {
+            JournalStep::Updated { mut previous, .. } => {
+                self.keep_present_dependencies(&mut previous);
                 self.resources.insert(logical_id.to_string(), previous);
             }
-            JournalStep::Replaced { previous, .. } => {
+            JournalStep::Replaced { mut previous, .. } => {
                 self.predecessors.shift_remove(&previous.physical_id);
+                self.keep_present_dependencies(&mut previous);
                 self.resources.insert(logical_id.to_string(), previous);
             }
         }
+    }
+
+    /// A restored record may name a dependency that is gone since: drop it.
+    fn keep_present_dependencies(&self, r: &mut ResourceState) {
+        r.dependencies.retain(|d| self.resources.contains_key(d));
     }
 
     /// Checks what every state rebuilt from a log must satisfy: no resource depends on

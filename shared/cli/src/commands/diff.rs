@@ -9,6 +9,9 @@ use stackflow_core::plan::{CurrentState, Plan, PlanInput, plan};
 use stackflow_core::template::{StackTemplate, load_path};
 
 use crate::args::{DiffArgs, GlobalArgs};
+use stackflow_events::{StreamId, load_state};
+
+use crate::store::{Store, StoreSpec, local_file};
 use crate::{aws, render};
 
 /// Picks the stacks to work on: every stack of a cdk.out, or the ones named with
@@ -71,6 +74,11 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         }
     };
 
+    // A diff never creates a store: a local store that does not exist yet holds nothing.
+    let store = match &global.store {
+        StoreSpec::Local(dir) if !local_file(dir).exists() => None,
+        spec => Some(Store::open(spec, &config, global.store_bucket.clone())?),
+    };
     let mut plans: Vec<Plan> = Vec::new();
     for (stack, parameters) in stacks.iter().zip(&bound) {
         let pseudo = Pseudo {
@@ -79,9 +87,13 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
             stack_name: stack.name.clone(),
             stack_id: None,
         };
-        // The event log that holds stack state comes with `deploy`; until a stack has been
-        // deployed its state is empty, and every resource is a create.
-        let state = CurrentState::default();
+        let state = match &store {
+            Some(store) => load_state(store, &StreamId::new(&region, &stack.name))
+                .await?
+                .to_current_state(),
+            // No store yet: nothing was ever deployed from here.
+            None => CurrentState::default(),
+        };
         let p = plan(&PlanInput {
             stack: &stack.name,
             template: &stack.template,

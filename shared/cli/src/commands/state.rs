@@ -1,0 +1,127 @@
+//! `stackflow init`, `state show`, `events` and `unlock`: the event log from the command
+//! line.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use stackflow_events::dynamo::DynamoStore;
+use stackflow_events::projection::StackState;
+use stackflow_events::{EventStore, load_state};
+
+use super::Context;
+use crate::args::{EventsArgs, GlobalArgs, StateShowArgs};
+use crate::render;
+use crate::store::{StoreSpec, local_file};
+
+/// Who runs this command, as locks and events record it.
+pub fn whoami() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "someone".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{user}@{host}")
+}
+
+pub async fn init(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    match &global.store {
+        StoreSpec::Local(dir) => {
+            let file = local_file(dir);
+            let existed = file.exists();
+            stackflow_events::sqlite::SqliteStore::open(&file)?;
+            if existed {
+                println!(
+                    "The local store {} is ready (it already existed).",
+                    file.display()
+                );
+            } else {
+                println!("Created the local store {}.", file.display());
+            }
+        }
+        StoreSpec::DynamoDb(table) => {
+            let config = crate::aws::load(global).await;
+            let client = aws_sdk_dynamodb::Client::new(&config);
+            if DynamoStore::create_table_if_missing(&client, table).await? {
+                println!("Created the DynamoDB table {table}.");
+            } else {
+                println!("The DynamoDB table {table} is ready (it already existed).");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn show(global: &GlobalArgs, args: StateShowArgs) -> anyhow::Result<ExitCode> {
+    let ctx = Context::open(global).await?;
+    let stream = ctx.stream(&args.stack);
+    let state = match args.at {
+        None => load_state(&ctx.store, &stream).await?,
+        Some(at) => {
+            let events = ctx.store.read(&stream, 0).await?;
+            if let Some(last) = events.last()
+                && at > last.seq
+            {
+                bail!(
+                    "stack {} has events up to {}; --at {at} is past the end",
+                    args.stack,
+                    last.seq
+                );
+            }
+            StackState::fold_until(&events, at)
+        }
+    };
+    if state.seq == 0 {
+        bail!(
+            "stack {} has no events in {} ({}); deploy it first, or check --stack, --region and --store",
+            args.stack,
+            ctx.region,
+            global.store
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&state)?);
+    } else {
+        print!("{}", render::state(&args.stack, &ctx.region, &state));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<ExitCode> {
+    let ctx = Context::open(global).await?;
+    let events = ctx.store.read(&ctx.stream(&args.stack), 0).await?;
+    if events.is_empty() && !args.json {
+        bail!(
+            "stack {} has no events in {} ({})",
+            args.stack,
+            ctx.region,
+            global.store
+        );
+    }
+    for e in &events {
+        if args.json {
+            println!("{}", serde_json::to_string(e)?);
+        } else {
+            println!("{}", render::event_line(e));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn unlock(global: &GlobalArgs, stack: &str) -> anyhow::Result<ExitCode> {
+    let ctx = Context::open(global).await?;
+    match ctx.store.break_lock(&ctx.stream(stack), &whoami()).await? {
+        Some(h) => {
+            println!(
+                "Broke the lock of stack {stack}: it was held by {} ({} {}, since {}).",
+                h.who, h.operation, h.deploy_id, h.since
+            );
+            println!("If that run still exists, stop it: it no longer owns the stack.");
+        }
+        None => println!("Stack {stack} is not locked; nothing to do."),
+    }
+    Ok(ExitCode::SUCCESS)
+}
