@@ -21,8 +21,8 @@
 //!
 //! # Appending
 //!
-//! An append makes three requests, none of which many concurrent appenders make each
-//! other repeat:
+//! An append makes three requests, none of which concurrent appenders make each other
+//! repeat:
 //!
 //! 1. a consistent `GetItem` of `k#<key>`: when it is there, the append is a retry
 //!    ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and nothing is written;
@@ -30,18 +30,34 @@
 //!    position, handed out atomically to each appender;
 //! 3. (a `PutObject` of the body to S3, when it is too large for an item;)
 //! 4. `TransactWriteItems`: put `e#<seq>` and `k#<key>` (each only if absent), plus the
-//!    precondition on `lock` (put it, check it or delete it, conditionally), plus the
-//!    registry item when this process has not seen the stream registered yet.
+//!    precondition on `lock`: `TakeLock` puts it if it is absent or held by the same
+//!    deploy, `HoldsLock` checks that the deploy holds it (`ConditionCheck`),
+//!    `ReleaseLock` deletes it if it is absent or held by the deploy; plus the registry
+//!    item, when this process has not seen the stream registered yet.
 //!
-//! The first append of a process to a stream also reads the registry item, alongside
-//! step 1. When the transaction is cancelled because `k#<key>` appeared meanwhile (a
-//! concurrent retry of the same append won) or because the lock condition failed, the
-//! position stays empty: positions only grow, and readers skip the gaps. Only transient
-//! failures (throttling, transaction conflicts) are retried, a few times with a short
-//! randomized backoff; [`DynamoStore::retries`] counts the retries.
+//! When the transaction is cancelled because `k#<key>` appeared meanwhile (a concurrent
+//! retry of the same append won) or because the lock's condition failed, the cancellation
+//! reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
+//! and the append reports [`Appended::AlreadyThere`], a conflict, [`StoreError::Locked`]
+//! or [`StoreError::NotHolder`] from it. Its position stays empty: positions only grow,
+//! and readers skip gaps. Only transient failures (throttling, transaction conflicts)
+//! are retried: at most 8 attempts in all, after randomized pauses of 10-20 ms, doubling
+//! up to 0.5-1 s; [`DynamoStore::retries`] counts the retries, the SDK's own included.
+//!
+//! The registry item is written by the first append that succeeds, not by the one at
+//! position 1: that one may be refused (a lost race for the lock) or never happen (a
+//! crash after step 2), and the stream would never be listed. So the first append of a
+//! process to a stream also reads the registry item (alongside step 1), and the
+//! transaction puts it while it is missing; after a transaction conflict (appenders
+//! racing at the stream's birth) it is read again.
 //!
 //! A position is handed out before its event is written, so a reader may see position
-//! `n + 1` before a slower appender has written position `n`.
+//! `n + 1` before a slower appender has written position `n`: reading on from the last
+//! position seen can miss an event that concurrent appenders were still writing.
+//!
+//! A body put in S3 is deleted again when the append is known not to have happened
+//! (refused, or a retry); after an error that leaves it unknown it stays, possibly
+//! unreferenced.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
@@ -728,6 +744,11 @@ impl DynamoStore {
             }
             self.backoff(attempt).await;
             attempt += 1;
+            if register && self.get(REGISTRY_PK, event.pk).await?.is_some() {
+                // The conflict was likely another first append registering the stream:
+                // that one did, so this one need not.
+                self.mark_registered(event.pk);
+            }
         }
     }
 

@@ -1,0 +1,613 @@
+//! The Cloud Control provider: one generic provider for every resource type the AWS Cloud
+//! Control API manages.
+//!
+//! - create: `CreateResource` with the desired state (the properties without the type's
+//!   read-only ones) and `ClientToken` derived from the request's token
+//!   ([`client_token`]);
+//! - update: `UpdateResource` with an RFC 6902 patch from the previous properties to the
+//!   new ones ([`update_patch`]): read-only properties never sent, write-only ones re-sent;
+//!   an unchanged resource makes no update call;
+//! - delete: `DeleteResource`; a resource that is already gone is a success;
+//! - `GetResource` for the attributes after create/update, `read_current_state` and
+//!   `import`.
+//!
+//! A request that does not finish at once is polled with `GetResourceRequestStatus`, the
+//! first poll after [`PollPolicy::initial`] (short: a fast resource finishes fast), each
+//! next one [`PollPolicy::factor`] times later, up to [`PollPolicy::max`], until
+//! [`PollPolicy::timeout`] (the per-resource timeout).
+//!
+//! # Idempotency
+//!
+//! Cloud Control answers a repeated request with the same `ClientToken` with the first
+//! request's status, so a retry after a crash or a lost answer never makes a second
+//! resource. A request that *failed* with a retryable error (throttling inside the
+//! handler, ...) is retried under a derived token (`{token}-r{n}`), so the retry is a new
+//! request; the sequence of tokens is the same on every replay of the action.
+
+use std::time::Duration;
+
+use aws_sdk_cloudcontrol::Client;
+use aws_sdk_cloudcontrol::types::{OperationStatus, ProgressEvent};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use stackflow_core::schema::{self, ResourceSchema};
+use tokio::time::Instant;
+
+use crate::error::ProviderError;
+use crate::patch::{diff_patch, without_paths};
+use crate::provider::{
+    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
+    ResourceRequest, Updated,
+};
+use crate::retry::{RetryPolicy, retry};
+
+/// How a Cloud Control request is polled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollPolicy {
+    /// Delay before the first `GetResourceRequestStatus`.
+    pub initial: Duration,
+    /// Growth of the delay after each poll.
+    pub factor: f64,
+    /// Largest delay between polls.
+    pub max: Duration,
+    /// How long one request may take in all (the per-resource timeout).
+    pub timeout: Duration,
+}
+
+impl Default for PollPolicy {
+    fn default() -> Self {
+        PollPolicy {
+            initial: Duration::from_millis(150),
+            factor: 1.5,
+            max: Duration::from_secs(5),
+            timeout: Duration::from_secs(60 * 60),
+        }
+    }
+}
+
+impl PollPolicy {
+    /// The delays between polls, in order (endless; the caller stops at the timeout).
+    pub fn delays(&self) -> impl Iterator<Item = Duration> + '_ {
+        std::iter::successors(Some(self.initial.min(self.max)), move |d| {
+            Some(d.mul_f64(self.factor).min(self.max))
+        })
+    }
+}
+
+/// How many times a request that failed with a retryable handler error is sent again.
+const FAILED_REQUEST_RETRIES: u32 = 4;
+
+/// The Cloud Control provider.
+#[derive(Debug, Clone)]
+pub struct CloudControlProvider {
+    client: Client,
+    retry: RetryPolicy,
+    poll: PollPolicy,
+}
+
+impl CloudControlProvider {
+    /// A provider using `client`, with the default retry and poll policies.
+    pub fn new(client: Client) -> Self {
+        CloudControlProvider {
+            client,
+            retry: RetryPolicy::default(),
+            poll: PollPolicy::default(),
+        }
+    }
+
+    /// Replaces the retry policy of single calls.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Replaces the poll policy.
+    pub fn with_poll(mut self, poll: PollPolicy) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Runs one mutating request (`send` given the client token) to its terminal status,
+    /// resending it under a derived token after a retryable handler failure.
+    async fn run<F, Fut>(
+        &self,
+        what: &str,
+        token: &str,
+        send: F,
+    ) -> Result<ProgressEvent, ProviderError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<Option<ProgressEvent>, ProviderError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            let client_token = (!token.is_empty()).then(|| attempt_token(token, attempt));
+            let event = retry(&self.retry, what, || send(client_token.clone()))
+                .await?
+                .ok_or_else(|| {
+                    ProviderError::Other(format!("{what}: no ProgressEvent in the answer"))
+                })?;
+            let event = self.wait(what, event).await?;
+            match handler_failure(what, &event) {
+                None => return Ok(event),
+                Some(error) if error.is_retryable() && attempt < FAILED_REQUEST_RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+                }
+                Some(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Polls `GetResourceRequestStatus` until `event` is terminal.
+    async fn wait(
+        &self,
+        what: &str,
+        mut event: ProgressEvent,
+    ) -> Result<ProgressEvent, ProviderError> {
+        let deadline = Instant::now() + self.poll.timeout;
+        let mut delays = self.poll.delays();
+        while is_pending(&event) {
+            let request_token = event
+                .request_token()
+                .ok_or_else(|| ProviderError::Other(format!("{what}: no RequestToken to poll")))?
+                .to_string();
+            let delay = delays.next().unwrap_or(self.poll.max);
+            if Instant::now() + delay >= deadline {
+                return Err(ProviderError::Timeout(format!(
+                    "{what}: request {request_token} still {:?} after {:?}",
+                    event.operation_status(),
+                    self.poll.timeout
+                )));
+            }
+            tokio::time::sleep(delay).await;
+            let answer = retry(&self.retry, "GetResourceRequestStatus", || async {
+                self.client
+                    .get_resource_request_status()
+                    .request_token(&request_token)
+                    .send()
+                    .await
+                    .map_err(|e| ProviderError::from_sdk("GetResourceRequestStatus", e))
+            })
+            .await?;
+            event = answer.progress_event.ok_or_else(|| {
+                ProviderError::Other(format!(
+                    "{what}: GetResourceRequestStatus without ProgressEvent"
+                ))
+            })?;
+        }
+        Ok(event)
+    }
+
+    /// `GetResource`: the resource model, or `None` when it does not exist.
+    async fn get_model(
+        &self,
+        resource_type: &str,
+        identifier: &str,
+    ) -> Result<Option<Properties>, ProviderError> {
+        let answer = retry(&self.retry, "GetResource", || async {
+            self.client
+                .get_resource()
+                .type_name(resource_type)
+                .identifier(identifier)
+                .send()
+                .await
+                .map_err(|e| ProviderError::from_sdk("GetResource", e))
+        })
+        .await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(ProviderError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let text = answer
+            .resource_description()
+            .and_then(|d| d.properties())
+            .unwrap_or("{}");
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(model)) => Ok(Some(model)),
+            _ => Err(ProviderError::Other(format!(
+                "GetResource {resource_type} {identifier}: the properties are not a JSON object"
+            ))),
+        }
+    }
+
+    async fn attributes_of(
+        &self,
+        resource_type: &str,
+        identifier: &str,
+    ) -> Result<Attributes, ProviderError> {
+        let model = self
+            .get_model(resource_type, identifier)
+            .await?
+            .ok_or_else(|| {
+                ProviderError::NotFound(format!(
+                    "{resource_type} {identifier} vanished right after it was written"
+                ))
+            })?;
+        Ok(attributes_from_model(schema::schema(resource_type), &model))
+    }
+}
+
+/// True while a request is not terminal.
+fn is_pending(event: &ProgressEvent) -> bool {
+    matches!(
+        event.operation_status(),
+        Some(
+            OperationStatus::Pending
+                | OperationStatus::InProgress
+                | OperationStatus::CancelInProgress
+        )
+    )
+}
+
+/// The classified error of a terminal event that did not succeed.
+fn handler_failure(what: &str, event: &ProgressEvent) -> Option<ProviderError> {
+    if event.operation_status() == Some(&OperationStatus::Success) {
+        return None;
+    }
+    let code = event.error_code().map(|c| c.as_str().to_string());
+    let message = event.status_message().unwrap_or_default();
+    let error = match code.as_deref() {
+        // Cloud Control's "the downstream service said no": not something a retry cures.
+        Some("GeneralServiceException") | Some("NotStabilized") => ProviderError::Other(format!(
+            "{}: {message}",
+            code.as_deref().unwrap_or_default()
+        )),
+        Some("ServiceTimeout") | Some("ResourceConflict") => ProviderError::Transient(format!(
+            "{}: {message}",
+            code.as_deref().unwrap_or_default()
+        )),
+        _ => ProviderError::classify(code.as_deref(), message, None),
+    };
+    Some(error.context(format!(
+        "{what} ended {}",
+        event.operation_status().map(|s| s.as_str()).unwrap_or("without status")
+    )))
+}
+
+/// The `ClientToken` for the idempotency `token`: the token itself when Cloud Control
+/// accepts it (1-128 characters of `[-A-Za-z0-9+/=]`), else its SHA-256 in hex.
+pub fn client_token(token: &str) -> String {
+    let valid = !token.is_empty()
+        && token.len() <= 128
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '/' | '='));
+    if valid {
+        token.to_string()
+    } else {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// The client token of attempt `attempt` (0: the first) of the action `token`.
+pub fn attempt_token(token: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        client_token(token)
+    } else {
+        client_token(&format!("{token}-r{attempt}"))
+    }
+}
+
+/// The desired state sent to `CreateResource`: `properties` without the type's read-only
+/// properties.
+pub fn desired_state(resource_type: &str, properties: &Properties) -> Properties {
+    match schema::schema(resource_type) {
+        Some(s) => without_paths(properties, &s.read_only),
+        None => properties.clone(),
+    }
+}
+
+/// The `UpdateResource` patch document from `previous` to `desired` (empty: no change).
+pub fn update_patch(
+    resource_type: &str,
+    previous: &Properties,
+    desired: &Properties,
+) -> Vec<Value> {
+    let s = schema::schema(resource_type);
+    let read_only: &[String] = s.map(|s| s.read_only.as_slice()).unwrap_or_default();
+    let previous = without_paths(previous, read_only);
+    let desired = without_paths(desired, read_only);
+    let mut resend: Vec<&str> = Vec::new();
+    for path in s.map(|s| s.write_only.as_slice()).unwrap_or_default() {
+        if let Some(top) = path.split('/').find(|p| !p.is_empty())
+            && !resend.contains(&top)
+        {
+            resend.push(top);
+        }
+    }
+    diff_patch(&previous, &desired, &resend)
+}
+
+/// The `Fn::GetAtt` values in a resource model: every top-level property, and each nested
+/// read-only property under its dotted name (`Endpoint.Address`).
+pub fn attributes_from_model(
+    schema: Option<&ResourceSchema>,
+    model: &Map<String, Value>,
+) -> Attributes {
+    let mut attributes: Attributes = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for path in schema.map(|s| s.read_only.as_slice()).unwrap_or_default() {
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if segments.len() < 2 || segments.contains(&"*") {
+            continue;
+        }
+        let mut value = model.get(segments[0]);
+        for seg in &segments[1..] {
+            value = value.and_then(|v| v.get(*seg));
+        }
+        if let Some(v) = value {
+            attributes.insert(segments.join("."), v.clone());
+        }
+    }
+    attributes
+}
+
+/// The identifier `import` looks up: the explicit physical id, else the template's value of
+/// the type's primary identifier when that is a single property.
+fn import_identifier(request: &ResourceRequest) -> Option<String> {
+    if let Some(id) = &request.physical_id {
+        return Some(id.clone());
+    }
+    let s = schema::schema(&request.resource_type)?;
+    match s.primary_identifier.as_slice() {
+        [only] => request.string_property(only).map(str::to_string),
+        _ => None,
+    }
+}
+
+impl Provider for CloudControlProvider {
+    fn name(&self) -> &str {
+        "cloudcontrol"
+    }
+
+    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
+        None
+    }
+
+    fn create<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+        Box::pin(async move {
+            let desired = Value::Object(desired_state(&request.resource_type, &request.properties))
+                .to_string();
+            let event = self
+                .run("CreateResource", &request.token, |token| {
+                    let desired = desired.clone();
+                    async move {
+                        self.client
+                            .create_resource()
+                            .type_name(&request.resource_type)
+                            .desired_state(desired)
+                            .set_client_token(token)
+                            .send()
+                            .await
+                            .map(|o| o.progress_event)
+                            .map_err(|e| ProviderError::from_sdk("CreateResource", e))
+                    }
+                })
+                .await
+                .map_err(|e| {
+                    e.context(format!(
+                        "{} ({})",
+                        request.logical_id, request.resource_type
+                    ))
+                })?;
+            let physical_id = event
+                .identifier()
+                .ok_or_else(|| {
+                    ProviderError::Other("CreateResource succeeded without an Identifier".into())
+                })?
+                .to_string();
+            let attributes = self
+                .attributes_of(&request.resource_type, &physical_id)
+                .await?;
+            Ok(Created {
+                physical_id,
+                attributes,
+            })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
+        Box::pin(async move {
+            let identifier = request.require_physical_id()?;
+            let previous = request.previous_properties.clone().unwrap_or_default();
+            let patch = update_patch(&request.resource_type, &previous, &request.properties);
+            if !patch.is_empty() {
+                let document = Value::Array(patch).to_string();
+                self.run("UpdateResource", &request.token, |token| {
+                    let document = document.clone();
+                    async move {
+                        self.client
+                            .update_resource()
+                            .type_name(&request.resource_type)
+                            .identifier(identifier)
+                            .patch_document(document)
+                            .set_client_token(token)
+                            .send()
+                            .await
+                            .map(|o| o.progress_event)
+                            .map_err(|e| ProviderError::from_sdk("UpdateResource", e))
+                    }
+                })
+                .await
+                .map_err(|e| {
+                    e.context(format!(
+                        "{} ({})",
+                        request.logical_id, request.resource_type
+                    ))
+                })?;
+            }
+            let attributes = self
+                .attributes_of(&request.resource_type, identifier)
+                .await?;
+            Ok(Updated {
+                physical_id: identifier.to_string(),
+                attributes,
+                replaced: false,
+            })
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
+        Box::pin(async move {
+            let identifier = request.require_physical_id()?;
+            let result = self
+                .run("DeleteResource", &request.token, |token| async move {
+                    self.client
+                        .delete_resource()
+                        .type_name(&request.resource_type)
+                        .identifier(identifier)
+                        .set_client_token(token)
+                        .send()
+                        .await
+                        .map(|o| o.progress_event)
+                        .map_err(|e| ProviderError::from_sdk("DeleteResource", e))
+                })
+                .await;
+            match result {
+                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
+                Err(e) => Err(e.context(format!(
+                    "{} ({})",
+                    request.logical_id, request.resource_type
+                ))),
+            }
+        })
+    }
+
+    fn import<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
+        Box::pin(async move {
+            let Some(identifier) = import_identifier(request) else {
+                return Ok(Imported::NotDeployedYet);
+            };
+            Ok(
+                match self.get_model(&request.resource_type, &identifier).await? {
+                    Some(model) => Imported::Found {
+                        attributes: attributes_from_model(
+                            schema::schema(&request.resource_type),
+                            &model,
+                        ),
+                        physical_id: identifier,
+                    },
+                    None => Imported::NotDeployedYet,
+                },
+            )
+        })
+    }
+
+    fn read_current_state<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
+        Box::pin(async move {
+            let identifier = request.require_physical_id()?;
+            match self.get_model(&request.resource_type, identifier).await {
+                Ok(Some(model)) => Ok(CurrentState::Found(desired_state(
+                    &request.resource_type,
+                    &model,
+                ))),
+                Ok(None) => Ok(CurrentState::NotFound),
+                Err(e @ (ProviderError::InvalidRequest(_) | ProviderError::Other(_))) => {
+                    Ok(CurrentState::CannotRead(e.to_string()))
+                }
+                Err(e) => Err(e),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn map(v: Value) -> Properties {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn client_tokens_fit_cloud_control_rules() {
+        assert_eq!(
+            client_token("deploy-1-Queue-create"),
+            "deploy-1-Queue-create"
+        );
+        let hashed = client_token("deploy:1/Queue create");
+        assert_eq!(hashed.len(), 64);
+        assert!(hashed.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(hashed, client_token("deploy:1/Queue create"));
+        assert_eq!(client_token(&"a".repeat(129)).len(), 64);
+        assert_eq!(attempt_token("t", 0), "t");
+        assert_eq!(attempt_token("t", 2), "t-r2");
+    }
+
+    #[test]
+    fn desired_state_drops_read_only() {
+        let got = desired_state(
+            "AWS::SQS::Queue",
+            &map(json!({"QueueName": "q", "Arn": "x", "QueueUrl": "u"})),
+        );
+        assert_eq!(Value::Object(got), json!({"QueueName": "q"}));
+    }
+
+    #[test]
+    fn update_patch_for_ssm_parameter_resends_write_only_description() {
+        // Description is write-only for AWS::SSM::Parameter.
+        let old = map(json!({"Name": "/p", "Type": "String", "Value": "one", "Description": "d"}));
+        let new = map(json!({"Name": "/p", "Type": "String", "Value": "two", "Description": "d"}));
+        assert_eq!(
+            Value::Array(update_patch("AWS::SSM::Parameter", &old, &new)),
+            json!([
+                {"op": "replace", "path": "/Value", "value": "two"},
+                {"op": "add", "path": "/Description", "value": "d"}
+            ])
+        );
+        assert!(update_patch("AWS::SSM::Parameter", &old, &old).is_empty());
+    }
+
+    #[test]
+    fn update_patch_never_sends_read_only() {
+        let old = map(json!({"QueueName": "q", "Arn": "a1"}));
+        let new = map(json!({"QueueName": "q", "Arn": "a2", "VisibilityTimeout": 5}));
+        assert_eq!(
+            Value::Array(update_patch("AWS::SQS::Queue", &old, &new)),
+            json!([{"op": "add", "path": "/VisibilityTimeout", "value": 5}])
+        );
+    }
+
+    #[test]
+    fn attributes_include_nested_read_only_dotted() {
+        let s = ResourceSchema {
+            read_only: vec!["Arn".into(), "Endpoint/Address".into()],
+            ..ResourceSchema::default()
+        };
+        let model = map(json!({"Arn": "a", "Endpoint": {"Address": "h", "Port": 1}}));
+        let got = attributes_from_model(Some(&s), &model);
+        assert_eq!(got.get("Arn"), Some(&json!("a")));
+        assert_eq!(got.get("Endpoint.Address"), Some(&json!("h")));
+    }
+
+    #[test]
+    fn poll_delays_start_short_and_grow_to_the_cap() {
+        let p = PollPolicy::default();
+        let d: Vec<Duration> = p.delays().take(12).collect();
+        assert_eq!(d[0], Duration::from_millis(150));
+        assert_eq!(d[1], Duration::from_millis(225));
+        assert!(d.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(d[11], Duration::from_secs(5));
+    }
+}

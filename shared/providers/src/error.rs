@@ -1,0 +1,330 @@
+//! Classified provider errors.
+//!
+//! Messages are the service's own words plus context; they are not masked here (the caller
+//! masks secrets before anything is stored or shown).
+
+use aws_sdk_cloudcontrol::error::{ProvideErrorMetadata, SdkError};
+
+/// Why a provider operation failed, classified by what the caller should do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The service throttled the call: retry with backoff.
+    #[error("throttled: {0}")]
+    Throttled(String),
+    /// A transient failure (5xx, network, a call's deadline): retry with backoff.
+    #[error("transient failure: {0}")]
+    Transient(String),
+    /// A role or policy made moments ago is not visible yet: retry on a dense schedule.
+    #[error("IAM propagation: {0}")]
+    IamPropagation(String),
+    /// The resource (name) exists already.
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// The resource does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The change cannot be made in place: the resource must be replaced.
+    #[error("not updatable: {0}")]
+    NotUpdatable(String),
+    /// The request is wrong (validation, permissions): fails at once.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The operation did not finish within its deadline.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl ProviderError {
+    /// A stable name for the class (used as the Step Functions error name).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ProviderError::Throttled(_) => "Stackflow.Throttled",
+            ProviderError::Transient(_) => "Stackflow.Transient",
+            ProviderError::IamPropagation(_) => "Stackflow.IamPropagation",
+            ProviderError::AlreadyExists(_) => "Stackflow.AlreadyExists",
+            ProviderError::NotFound(_) => "Stackflow.NotFound",
+            ProviderError::NotUpdatable(_) => "Stackflow.NotUpdatable",
+            ProviderError::InvalidRequest(_) => "Stackflow.InvalidRequest",
+            ProviderError::Timeout(_) => "Stackflow.Timeout",
+            ProviderError::Other(_) => "Stackflow.ProviderError",
+        }
+    }
+
+    /// The message, without the class prefix of `Display`.
+    pub fn message(&self) -> &str {
+        match self {
+            ProviderError::Throttled(m)
+            | ProviderError::Transient(m)
+            | ProviderError::IamPropagation(m)
+            | ProviderError::AlreadyExists(m)
+            | ProviderError::NotFound(m)
+            | ProviderError::NotUpdatable(m)
+            | ProviderError::InvalidRequest(m)
+            | ProviderError::Timeout(m)
+            | ProviderError::Other(m) => m,
+        }
+    }
+
+    /// True for the classes that a retry can cure: throttling, transient failures and IAM
+    /// propagation. (A [`ProviderError::Timeout`] is the deadline of the whole operation,
+    /// so it is final; a single call that hangs is [`ProviderError::Transient`].)
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Throttled(_)
+                | ProviderError::Transient(_)
+                | ProviderError::IamPropagation(_)
+        )
+    }
+
+    /// The same class with `context: ` in front of the message.
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        let wrap = |m: String| format!("{context}: {m}");
+        match self {
+            ProviderError::Throttled(m) => ProviderError::Throttled(wrap(m)),
+            ProviderError::Transient(m) => ProviderError::Transient(wrap(m)),
+            ProviderError::IamPropagation(m) => ProviderError::IamPropagation(wrap(m)),
+            ProviderError::AlreadyExists(m) => ProviderError::AlreadyExists(wrap(m)),
+            ProviderError::NotFound(m) => ProviderError::NotFound(wrap(m)),
+            ProviderError::NotUpdatable(m) => ProviderError::NotUpdatable(wrap(m)),
+            ProviderError::InvalidRequest(m) => ProviderError::InvalidRequest(wrap(m)),
+            ProviderError::Timeout(m) => ProviderError::Timeout(wrap(m)),
+            ProviderError::Other(m) => ProviderError::Other(wrap(m)),
+        }
+    }
+
+    /// Classifies a service error from its error `code`, `message` and HTTP `status`.
+    pub fn classify(code: Option<&str>, message: &str, status: Option<u16>) -> ProviderError {
+        let text = match code {
+            Some(code) if !message.is_empty() => format!("{code}: {message}"),
+            Some(code) => code.to_string(),
+            None if !message.is_empty() => message.to_string(),
+            None => format!("HTTP status {}", status.unwrap_or_default()),
+        };
+        if looks_like_iam_propagation(message) {
+            return ProviderError::IamPropagation(text);
+        }
+        let code_str = code.unwrap_or_default();
+        // Query-protocol services prefix codes (`AWS.SimpleQueueService.NonExistentQueue`).
+        let short = code_str.rsplit('.').next().unwrap_or(code_str);
+        match short {
+            "Throttling"
+            | "ThrottlingException"
+            | "ThrottledException"
+            | "RequestThrottled"
+            | "RequestThrottledException"
+            | "TooManyRequestsException"
+            | "RequestLimitExceeded"
+            | "SlowDown"
+            | "ProvisionedThroughputExceededException"
+            | "TooManyUpdates"
+            | "RequestLimitExceededException"
+            | "PriorRequestNotComplete" => ProviderError::Throttled(text),
+            "InternalFailure"
+            | "InternalError"
+            | "InternalErrorException"
+            | "InternalServerError"
+            | "InternalServerErrorException"
+            | "InternalServiceError"
+            | "ServiceInternalError"
+            | "ServiceUnavailable"
+            | "ServiceUnavailableException"
+            | "ServiceException"
+            | "GeneralServiceException"
+            | "NetworkFailure"
+            | "RequestTimeout"
+            | "RequestTimeoutException"
+            | "ConcurrentModificationException"
+            | "OperationAbortedException"
+            | "ResourceConflictException"
+            | "ConcurrentOperationException" => ProviderError::Transient(text),
+            "AlreadyExists"
+            | "AlreadyExistsException"
+            | "ResourceAlreadyExistsException"
+            | "EntityAlreadyExists"
+            | "EntityAlreadyExistsException"
+            | "ParameterAlreadyExists"
+            | "BucketAlreadyExists"
+            | "BucketAlreadyOwnedByYou"
+            | "QueueAlreadyExists"
+            | "QueueNameExists"
+            | "TableAlreadyExistsException" => ProviderError::AlreadyExists(text),
+            "NotFound"
+            | "NotFoundException"
+            | "ResourceNotFoundException"
+            | "ResourceNotFound"
+            | "ParameterNotFound"
+            | "NoSuchEntity"
+            | "NoSuchEntityException"
+            | "NoSuchBucket"
+            | "NonExistentQueue"
+            | "QueueDoesNotExist"
+            | "TopicNotFound" => ProviderError::NotFound(text),
+            "NotUpdatable" | "NotUpdatableException" => ProviderError::NotUpdatable(text),
+            "ValidationException"
+            | "ValidationError"
+            | "InvalidRequest"
+            | "InvalidRequestException"
+            | "InvalidParameterValue"
+            | "InvalidParameterValueException"
+            | "InvalidParameterException"
+            | "InvalidParameterCombination"
+            | "InvalidAttributeName"
+            | "InvalidAttributeValue"
+            | "InvalidInput"
+            | "InvalidInputException"
+            | "MalformedPolicyDocument"
+            | "AccessDenied"
+            | "AccessDeniedException"
+            | "UnauthorizedOperation"
+            | "InvalidCredentials"
+            | "UnsupportedActionException"
+            | "TypeNotFoundException"
+            | "ClientTokenConflictException"
+            | "ServiceLimitExceeded"
+            | "LimitExceededException" => ProviderError::InvalidRequest(text),
+            _ => match status {
+                Some(429) => ProviderError::Throttled(text),
+                Some(404) => ProviderError::NotFound(text),
+                Some(s) if s >= 500 => ProviderError::Transient(text),
+                Some(s) if s >= 400 => ProviderError::InvalidRequest(text),
+                _ => ProviderError::Other(text),
+            },
+        }
+    }
+
+    /// Classifies an AWS SDK error (any service: `SdkError` is shared by all SDK crates).
+    pub fn from_sdk<E>(what: &str, error: SdkError<E, HttpResponse>) -> ProviderError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        match &error {
+            SdkError::TimeoutError(_) => {
+                ProviderError::Transient(format!("{what}: the call timed out"))
+            }
+            SdkError::DispatchFailure(failure) => {
+                ProviderError::Transient(format!("{what}: the request was not sent: {failure:?}"))
+            }
+            SdkError::ResponseError(_) => ProviderError::Transient(format!(
+                "{what}: the response could not be read: {}",
+                full_message(&error)
+            )),
+            SdkError::ServiceError(context) => {
+                let status = context.raw().status().as_u16();
+                let service = context.err();
+                ProviderError::classify(
+                    service.code(),
+                    service.message().unwrap_or(""),
+                    Some(status),
+                )
+                .context(what)
+            }
+            _ => ProviderError::Other(format!("{what}: {}", full_message(&error))),
+        }
+    }
+}
+
+/// The HTTP response type of every SDK client.
+pub type HttpResponse = aws_sdk_cloudcontrol::config::http::HttpResponse;
+
+/// True when `message` says that a role or principal is not (yet) usable, the typical
+/// answer in the seconds after an IAM role was created or changed.
+fn looks_like_iam_propagation(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("cannot be assumed")
+        || m.contains("role defined for the function cannot be assumed")
+        || m.contains("not authorized to perform: sts:assumerole")
+        || m.contains("execution role does not have permissions")
+        || m.contains("the provided execution role does not have")
+        || (m.contains("role") && m.contains("does not exist") && m.contains("arn:"))
+        || m.contains("invalid principal in policy")
+}
+
+/// An error and every source below it, joined with `: `.
+fn full_message(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_codes() {
+        let c = |code: &str| ProviderError::classify(Some(code), "m", Some(400));
+        assert!(matches!(
+            c("ThrottlingException"),
+            ProviderError::Throttled(_)
+        ));
+        assert!(matches!(c("Throttling"), ProviderError::Throttled(_)));
+        assert!(matches!(c("TooManyUpdates"), ProviderError::Throttled(_)));
+        assert!(matches!(c("InternalFailure"), ProviderError::Transient(_)));
+        assert!(matches!(
+            c("ParameterAlreadyExists"),
+            ProviderError::AlreadyExists(_)
+        ));
+        assert!(matches!(c("ParameterNotFound"), ProviderError::NotFound(_)));
+        assert!(matches!(
+            c("AWS.SimpleQueueService.NonExistentQueue"),
+            ProviderError::NotFound(_)
+        ));
+        assert!(matches!(
+            c("NotUpdatableException"),
+            ProviderError::NotUpdatable(_)
+        ));
+        assert!(matches!(
+            c("ValidationException"),
+            ProviderError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            c("SomethingNew"),
+            ProviderError::InvalidRequest(_)
+        ));
+        assert!(matches!(
+            ProviderError::classify(Some("SomethingNew"), "", Some(503)),
+            ProviderError::Transient(_)
+        ));
+        assert!(matches!(
+            ProviderError::classify(None, "", Some(429)),
+            ProviderError::Throttled(_)
+        ));
+        assert!(matches!(
+            ProviderError::classify(None, "", None),
+            ProviderError::Other(_)
+        ));
+    }
+
+    #[test]
+    fn iam_propagation_by_message() {
+        let e = ProviderError::classify(
+            Some("InvalidParameterValueException"),
+            "The role defined for the function cannot be assumed by Lambda.",
+            Some(400),
+        );
+        assert!(matches!(e, ProviderError::IamPropagation(_)), "{e:?}");
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn names_retryability_and_context() {
+        let e = ProviderError::Throttled("x".into());
+        assert_eq!(e.name(), "Stackflow.Throttled");
+        assert!(e.is_retryable());
+        assert!(!ProviderError::Timeout("x".into()).is_retryable());
+        assert!(!ProviderError::InvalidRequest("x".into()).is_retryable());
+        let e = ProviderError::NotFound("gone".into()).context("DeleteQueue");
+        assert_eq!(e, ProviderError::NotFound("DeleteQueue: gone".into()));
+        assert_eq!(e.message(), "DeleteQueue: gone");
+        assert_eq!(e.to_string(), "not found: DeleteQueue: gone");
+    }
+}
