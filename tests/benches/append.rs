@@ -3,12 +3,14 @@
 //!
 //! `cargo bench -p stackflow-tests --bench append`
 //!
-//! [`WRITERS`] tasks append [`EVENTS_PER_WRITER`] events each to ONE stream, at once:
-//! first with no precondition, then (on another stream) each under `HoldsLock` of a lock
-//! taken beforehand, the way a deploy's parallel actions append. It reports the events
+//! One writer appends 50 events, for the latency of an append nobody queues with. Then
+//! [`WRITERS`] tasks append [`EVENTS_PER_WRITER`] events each to ONE stream, at once: first
+//! with no precondition, then (on another stream) each under `HoldsLock` of a lock taken
+//! beforehand, the way a deploy's parallel actions append. It reports the events
 //! lost (what the appends reported against what `read` returns: must be 0), the retries
 //! and requests per append, and the append latency; then, for comparison, the same number
-//! of writers putting items of the same size with a plain unconditional `PutItem`.
+//! of writers putting items of the same size with a plain unconditional `PutItem`, and
+//! making each of an append's requests on its own (where the time goes).
 //!
 //! The run is bounded: a fixed number of requests, and [`DEADLINE`] for the whole of it.
 //! It exits with status 1 when an event is lost or duplicated.
@@ -66,16 +68,23 @@ struct Row {
     wall: Duration,
 }
 
+/// A new table for one scenario: fakecloud's `TransactWriteItems` copies every item of the
+/// table it writes to (for its rollback), so it slows down as the table grows; one table per
+/// scenario keeps a scenario's figures from depending on the ones run before it.
+async fn fresh_table(db: &aws_sdk_dynamodb::Client) -> Result<String, String> {
+    let table = unique_name("stackflow-bench");
+    DynamoStore::create_table_if_missing(db, &table)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(table)
+}
+
 /// Runs the benchmark; true when an event was lost or duplicated.
 async fn run() -> Result<bool, String> {
     let emulator = Emulator::shared().await;
     let config = emulator.sdk_config().await;
     let db = aws_sdk_dynamodb::Client::new(&config);
-    let table = unique_name("stackflow-bench");
     let bucket = unique_name("stackflow-bench-bodies");
-    DynamoStore::create_table_if_missing(&db, &table)
-        .await
-        .map_err(|e| e.to_string())?;
     emulator
         .s3()
         .await
@@ -84,12 +93,18 @@ async fn run() -> Result<bool, String> {
         .send()
         .await
         .map_err(|e| format!("CreateBucket: {e:?}"))?;
-    let store = Arc::new(DynamoStore::new(
-        db.clone(),
-        emulator.s3().await,
-        &table,
-        Some(bucket),
-    ));
+    let store = |table: String| {
+        let db = db.clone();
+        let bucket = bucket.clone();
+        async move {
+            Arc::new(DynamoStore::new(
+                db,
+                emulator.s3().await,
+                table,
+                Some(bucket),
+            ))
+        }
+    };
 
     println!(
         "DynamoStore append benchmark: fakecloud {} at {}",
@@ -97,28 +112,47 @@ async fn run() -> Result<bool, String> {
         emulator.endpoint()
     );
     println!(
-        "{WRITERS} concurrent writers x {EVENTS_PER_WRITER} events, one stream, events of \
-         ~{} bytes of JSON\n",
+        "{WRITERS} concurrent writers x {EVENTS_PER_WRITER} requests, one stream (one partition \
+         key), events of ~{} bytes of JSON, a new table for each row\n",
         event_json_len()
     );
 
     let mut rows = Vec::new();
-    let free = StreamId::new("us-east-1", unique_name("bench-none"));
+    let alone = StreamId::new("us-east-1", unique_name("bench-alone"));
+    let alone_store = store(fresh_table(&db).await?).await;
     rows.push(
-        appends(&store, &free, "append, no precondition", |_| {
-            Precondition::None
-        })
+        appends(
+            &alone_store,
+            &alone,
+            "append, 1 writer x 50",
+            (1, 50),
+            |_| Precondition::None,
+        )
+        .await?,
+    );
+
+    let free = StreamId::new("us-east-1", unique_name("bench-none"));
+    let none_store = store(fresh_table(&db).await?).await;
+    rows.push(
+        appends(
+            &none_store,
+            &free,
+            "append, no precondition",
+            (WRITERS, EVENTS_PER_WRITER),
+            |_| Precondition::None,
+        )
         .await?,
     );
 
     let locked = StreamId::new("us-east-1", unique_name("bench-lock"));
+    let lock_store = store(fresh_table(&db).await?).await;
     let holder = Holder {
         deploy_id: "bench".into(),
         who: "bench@localhost".into(),
         since: stackflow_events::event::now(),
         operation: "deploy".into(),
     };
-    store
+    lock_store
         .append(
             &locked,
             &NewEvent::new(
@@ -132,14 +166,25 @@ async fn run() -> Result<bool, String> {
         .await
         .map_err(|e| format!("taking the lock: {e}"))?;
     rows.push(
-        appends(&store, &locked, "append, HoldsLock", |_| {
-            Precondition::HoldsLock("bench".into())
-        })
+        appends(
+            &lock_store,
+            &locked,
+            "append, HoldsLock",
+            (WRITERS, EVENTS_PER_WRITER),
+            |_| Precondition::HoldsLock("bench".into()),
+        )
         .await?,
     );
 
-    rows.push(plain_puts(&db, &table).await?);
-    rows.extend(raw_calls(&db, &table).await?);
+    rows.push(plain_puts(&db, &fresh_table(&db).await?).await?);
+    for kind in [
+        Raw::GetItem,
+        Raw::Counter,
+        Raw::Transact,
+        Raw::TransactChecked,
+    ] {
+        rows.push(raw_call(&db, &fresh_table(&db).await?, kind).await?);
+    }
 
     print_table(&rows);
     let bad = rows
@@ -183,27 +228,28 @@ fn event_json_len() -> usize {
         .unwrap_or(0)
 }
 
-/// [`WRITERS`] tasks appending [`EVENTS_PER_WRITER`] events each to `stream`.
+/// `writers` tasks appending `each` events each to `stream`, all at once.
 async fn appends(
     store: &Arc<DynamoStore>,
     stream: &StreamId,
     name: &str,
+    (writers, each): (usize, usize),
     pre: impl Fn(usize) -> Precondition,
 ) -> Result<Row, String> {
     let retries_before = store.retries();
     let requests_before = store.requests();
-    let barrier = Arc::new(Barrier::new(WRITERS));
+    let barrier = Arc::new(Barrier::new(writers));
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(WRITERS);
-    for writer in 0..WRITERS {
+    let mut tasks = Vec::with_capacity(writers);
+    for writer in 0..writers {
         let store = Arc::clone(store);
         let stream = stream.clone();
         let barrier = Arc::clone(&barrier);
         let pre = pre(writer);
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            let mut done = Vec::with_capacity(EVENTS_PER_WRITER);
-            for i in 0..EVENTS_PER_WRITER {
+            let mut done = Vec::with_capacity(each);
+            for i in 0..each {
                 let event = event(writer, i);
                 let t = Instant::now();
                 let appended = store.append(&stream, &event, &pre).await;
@@ -213,7 +259,7 @@ async fn appends(
         }));
     }
     let mut reported: HashMap<String, u64> = HashMap::new();
-    let mut latencies = Vec::with_capacity(WRITERS * EVENTS_PER_WRITER);
+    let mut latencies = Vec::with_capacity(writers * each);
     for task in tasks {
         for (key, appended, latency) in task.await.map_err(|e| format!("a writer: {e}"))? {
             match appended {
@@ -332,23 +378,26 @@ async fn plain_puts(db: &aws_sdk_dynamodb::Client, table: &str) -> Result<Row, S
     })
 }
 
-/// Each request of an append on its own, by [`WRITERS`] writers at once, [`EVENTS_PER_WRITER`]
-/// times each: where an append's time goes.
-async fn raw_calls(db: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Row>, String> {
+/// One request of an append on its own.
+#[derive(Clone, Copy)]
+enum Raw {
+    /// The consistent `GetItem` of the key.
+    GetItem,
+    /// The `UpdateItem ADD` of the counter.
+    Counter,
+    /// A `TransactWriteItems` of the event and its key.
+    Transact,
+    /// The same with a `ConditionCheck` of the lock.
+    TransactChecked,
+}
+
+/// One request of an append, by [`WRITERS`] writers at once, [`EVENTS_PER_WRITER`] times
+/// each: where an append's time goes.
+async fn raw_call(db: &aws_sdk_dynamodb::Client, table: &str, kind: Raw) -> Result<Row, String> {
     use aws_sdk_dynamodb::types::{ConditionCheck, Put, ReturnValue, TransactWriteItem};
     let pk = format!("us-east-1/{}", unique_name("bench-raw"));
     let s = |v: &str| AttributeValue::S(v.to_string());
     let key = |sk: &str| HashMap::from([("pk".to_string(), s(&pk)), ("sk".to_string(), s(sk))]);
-    db.put_item()
-        .table_name(table)
-        .set_item(Some({
-            let mut lock = key("lock");
-            lock.insert("deploy_id".into(), s("bench"));
-            lock
-        }))
-        .send()
-        .await
-        .map_err(|e| format!("PutItem lock: {e:?}"))?;
     let body = serde_json::to_string(&event(0, 0).event.to_body()).map_err(|e| e.to_string())?;
     let put = |sk: String, extra: (&str, AttributeValue)| {
         let mut item = key(&sk);
@@ -369,61 +418,69 @@ async fn raw_calls(db: &aws_sdk_dynamodb::Client, table: &str) -> Result<Vec<Row
         .build()
         .map(|c| TransactWriteItem::builder().condition_check(c).build())
         .map_err(|e| e.to_string())?;
+    db.put_item()
+        .table_name(table)
+        .set_item(Some({
+            let mut lock = key("lock");
+            lock.insert("deploy_id".into(), s("bench"));
+            lock
+        }))
+        .send()
+        .await
+        .map_err(|e| format!("PutItem lock: {e:?}"))?;
+    let show =
+        |e: &dyn std::error::Error| format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(e));
 
-    let mut rows = Vec::new();
-    rows.push(
-        timed("  GetItem, consistent", |n| {
-            let request = db
-                .get_item()
-                .table_name(table)
-                .set_key(Some(key(&format!("k#bench/{n}"))))
-                .consistent_read(true);
-            async move { request.send().await.map(drop).map_err(|e| format!("{e:?}")) }
-        })
-        .await?,
-    );
-    rows.push(
-        timed("  UpdateItem ADD counter", |_| {
-            let request = db
-                .update_item()
-                .table_name(table)
-                .set_key(Some(key("counter")))
-                .update_expression("ADD #seq :one")
-                .expression_attribute_names("#seq", "seq")
-                .expression_attribute_values(":one", AttributeValue::N("1".into()))
-                .return_values(ReturnValue::UpdatedNew);
-            async move { request.send().await.map(drop).map_err(|e| format!("{e:?}")) }
-        })
-        .await?,
-    );
-    for (name, with_check) in [
-        ("  TransactWrite 2 Puts", false),
-        ("  TransactWrite +ConditionCheck", true),
-    ] {
-        let prefix = if with_check { "c" } else { "p" };
-        rows.push(
+    match kind {
+        Raw::GetItem => {
+            timed("  GetItem, consistent", |n| {
+                let request = db
+                    .get_item()
+                    .table_name(table)
+                    .set_key(Some(key(&format!("k#bench/{n}"))))
+                    .consistent_read(true);
+                async move { request.send().await.map(drop).map_err(|e| show(&e)) }
+            })
+            .await
+        }
+        Raw::Counter => {
+            timed("  UpdateItem ADD counter", |_| {
+                let request = db
+                    .update_item()
+                    .table_name(table)
+                    .set_key(Some(key("counter")))
+                    .update_expression("ADD #seq :one")
+                    .expression_attribute_names("#seq", "seq")
+                    .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                    .return_values(ReturnValue::UpdatedNew);
+                async move { request.send().await.map(drop).map_err(|e| show(&e)) }
+            })
+            .await
+        }
+        Raw::Transact | Raw::TransactChecked => {
+            let checked = matches!(kind, Raw::TransactChecked);
+            let name = if checked {
+                "  TransactWrite +ConditionCheck"
+            } else {
+                "  TransactWrite 2 Puts"
+            };
             timed(name, |n| {
                 let mut items = vec![
-                    put(format!("{prefix}e#{n:020}"), ("body", s(&body))),
-                    put(format!("{prefix}k#bench/{n}"), ("digest", s("0"))),
+                    put(format!("e#{n:020}"), ("body", s(&body))),
+                    put(format!("k#bench/{n}"), ("digest", s("0"))),
                 ];
-                if with_check {
+                if checked {
                     items.push(Ok(check.clone()));
                 }
                 let request = items
                     .into_iter()
                     .collect::<Result<Vec<_>, _>>()
                     .map(|items| db.transact_write_items().set_transact_items(Some(items)));
-                async move {
-                    request?.send().await.map(drop).map_err(|e| {
-                        format!("{}", aws_sdk_dynamodb::error::DisplayErrorContext(&e))
-                    })
-                }
+                async move { request?.send().await.map(drop).map_err(|e| show(&e)) }
             })
-            .await?,
-        );
+            .await
+        }
     }
-    Ok(rows)
 }
 
 /// [`WRITERS`] tasks making the request `make(n)` [`EVENTS_PER_WRITER`] times each (`n`

@@ -139,6 +139,11 @@ pub trait EventStore: Send + Sync {
 
     /// Every event of the stream after position `after` (0 for all), in order, following
     /// every page.
+    ///
+    /// While appenders are at work, a store that hands out positions before it writes the
+    /// event (the DynamoDB store) can show position n+1 before n: a reader that must not
+    /// miss anything reads when no one holds the lock, or reads again from the first gap.
+    /// Snapshots are taken only when the stack is not locked, for the same reason.
     fn read(
         &self,
         stream: &StreamId,
