@@ -17,6 +17,7 @@
 //! through the contract.
 
 pub mod cloudcontrol;
+pub mod custom;
 pub mod error;
 pub mod names;
 pub mod patch;

@@ -1,5 +1,11 @@
 //! Hand-written SDK providers, one per resource type.
 
+pub mod dynamodb;
+pub mod iam;
+pub mod lambda;
+pub mod logs;
+pub mod s3;
+pub mod sns;
 pub mod sqs;
 pub mod ssm;
 

@@ -1,0 +1,1 @@
+//! The custom resource provider (being written).

@@ -1,0 +1,1 @@
+//! The `dynamodb` SDK provider (being written).

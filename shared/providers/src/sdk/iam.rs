@@ -1,0 +1,1 @@
+//! The `iam` SDK provider (being written).

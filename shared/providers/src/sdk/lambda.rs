@@ -1,0 +1,1 @@
+//! The `lambda` SDK provider (being written).

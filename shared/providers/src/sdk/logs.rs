@@ -1,0 +1,1 @@
+//! The `logs` SDK provider (being written).

@@ -1,0 +1,1 @@
+//! The `s3` SDK provider (being written).

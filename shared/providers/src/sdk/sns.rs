@@ -1,0 +1,1 @@
+//! The `sns` SDK provider (being written).
