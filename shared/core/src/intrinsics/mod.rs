@@ -191,9 +191,9 @@ impl<'a> Resolver<'a> {
                 if k == "Ref" || k.starts_with("Fn::") {
                     return self.function(k, arg, &path.key(k));
                 }
-                self.object(m, path).map(Some)
+                self.object(m, path).map(|o| Some(Value::Object(o)))
             }
-            Value::Object(m) => self.object(m, path).map(Some),
+            Value::Object(m) => self.object(m, path).map(|o| Some(Value::Object(o))),
             Value::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
@@ -217,20 +217,17 @@ impl<'a> Resolver<'a> {
             )
         })?;
         let path = Path::from_keys(["Resources", logical_id, "Properties"]);
-        match self.object(&r.properties, &path)? {
-            Value::Object(m) => Ok(m),
-            _ => unreachable!("object() builds an object"),
-        }
+        self.object(&r.properties, &path)
     }
 
-    fn object(&self, m: &Map<String, Value>, path: &Path) -> Result<Value> {
+    fn object(&self, m: &Map<String, Value>, path: &Path) -> Result<Map<String, Value>> {
         let mut out = Map::new();
         for (k, v) in m {
             if let Some(v) = self.resolve(v, &path.key(k))? {
                 out.insert(k.clone(), v);
             }
         }
-        Ok(Value::Object(out))
+        Ok(out)
     }
 
     /// Resolves a value that must be present (not `AWS::NoValue`).

@@ -1,1 +1,845 @@
-//! The `lambda` SDK provider (being written).
+//! `AWS::Lambda::Function` through the Lambda API.
+//!
+//! The physical id (and `Ref`) is the function name; the attribute is `Arn`. Without a
+//! `FunctionName` the name is generated ([`crate::names::physical_name`], at most 64
+//! characters of letters, digits, `-` and `_`); such a name is ours alone, so a create that
+//! finds it taken (a retry after a lost answer) adopts the function and writes its code and
+//! configuration again. A taken name the template gives is
+//! [`ProviderError::AlreadyExists`].
+//!
+//! `Code` is either `ZipFile` (inline source, zipped here as `index.js` for Node.js
+//! runtimes or `index.py` for Python ones, as CloudFormation does; see [`zip_single_file`])
+//! or `S3Bucket`/`S3Key`/`S3ObjectVersion`. Only `.zip` packages are handled.
+//!
+//! A role made moments before is often not yet assumable by Lambda: `CreateFunction` then
+//! answers "The role defined for the function cannot be assumed by Lambda", which is a
+//! [`ProviderError::IamPropagation`] (retried on the dense schedule).
+//!
+//! Update changes code (`UpdateFunctionCode`, with `Architectures`) and configuration
+//! (`UpdateFunctionConfiguration`) separately, each only when it changed, waiting after
+//! each for the function to leave `Pending`/`InProgress` (Lambda refuses a second change
+//! while one is in progress); only `FunctionName` needs a new function.
+//!
+//! `read_current_state` reports `FunctionName`, `Runtime`, `Handler`, `Role`, `Description`
+//! unless empty, `Timeout` unless 3, `MemorySize` unless 128, `Architectures` unless
+//! `["x86_64"]`, `Environment` when it has variables, and `Tags` (a `Key`/`Value` list sorted
+//! by key, `aws:` keys left out) when there are any. `Code` is not reported: Lambda gives
+//! back only a download link and a hash, never the template's `ZipFile` or S3 location.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_lambda::Client;
+use aws_sdk_lambda::error::ProvideErrorMetadata;
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::{
+    Architecture, Environment, FunctionCode, FunctionConfiguration, LastUpdateStatus, Runtime,
+    State,
+};
+use serde_json::{Value, json};
+
+use crate::error::ProviderError;
+use crate::names::{NameRules, physical_name};
+use crate::provider::{
+    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
+    ResourceRequest, Updated,
+};
+use crate::retry::{RetryPolicy, retry};
+
+/// The resource type this provider handles.
+pub const TYPE: &str = "AWS::Lambda::Function";
+
+const HANDLED: &[&str] = &[
+    "FunctionName",
+    "Runtime",
+    "Handler",
+    "Role",
+    "Code",
+    "Timeout",
+    "MemorySize",
+    "Environment",
+    "Description",
+    "Architectures",
+    "Tags",
+];
+
+/// The keys of `Code` this provider handles.
+const CODE_KEYS: &[&str] = &["ZipFile", "S3Bucket", "S3Key", "S3ObjectVersion"];
+
+/// The configuration properties (changed together by `UpdateFunctionConfiguration`).
+const CONFIG_KEYS: &[&str] = &[
+    "Runtime",
+    "Handler",
+    "Role",
+    "Timeout",
+    "MemorySize",
+    "Environment",
+    "Description",
+];
+
+/// Function names: letters, digits, `-` and `_`, at most 64 characters.
+const NAME_RULES: NameRules = NameRules {
+    max_len: 64,
+    extra: "-_",
+    lowercase: false,
+};
+
+const DEFAULT_TIMEOUT: i32 = 3;
+const DEFAULT_MEMORY: i32 = 128;
+
+/// How long to wait for a function to settle after a create or an update.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The `AWS::Lambda::Function` provider.
+#[derive(Debug, Clone)]
+pub struct LambdaFunctionProvider {
+    client: Client,
+    retry: RetryPolicy,
+}
+
+fn invalid(what: &str) -> ProviderError {
+    ProviderError::InvalidRequest(format!("{TYPE}: {what}"))
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as zip uses it), table-driven.
+fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in data {
+        crc = TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// A zip archive holding one file `name` with `content`, stored (not compressed), dated
+/// 1980-01-01 and readable by all, so the same source always makes the same bytes (and
+/// the same `CodeSha256`).
+pub fn zip_single_file(name: &str, content: &[u8]) -> Result<Vec<u8>, ProviderError> {
+    let too_big = || invalid("inline code too large for a zip archive");
+    let size = u32::try_from(content.len()).map_err(|_| too_big())?;
+    let name_len = u16::try_from(name.len()).map_err(|_| too_big())?;
+    let crc = crc32(content);
+    const VERSION_NEEDED: u16 = 20;
+    const VERSION_MADE_BY: u16 = (3 << 8) | 20; // Unix, zip 2.0
+    const DOS_TIME: u16 = 0;
+    const DOS_DATE: u16 = (1 << 5) | 1; // 1980-01-01
+    let mut out = Vec::with_capacity(content.len() + 2 * name.len() + 100);
+    let u16le = |out: &mut Vec<u8>, v: u16| out.extend_from_slice(&v.to_le_bytes());
+    let u32le = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&v.to_le_bytes());
+
+    // Local file header.
+    u32le(&mut out, 0x0403_4b50);
+    u16le(&mut out, VERSION_NEEDED);
+    u16le(&mut out, 0); // flags
+    u16le(&mut out, 0); // method: stored
+    u16le(&mut out, DOS_TIME);
+    u16le(&mut out, DOS_DATE);
+    u32le(&mut out, crc);
+    u32le(&mut out, size);
+    u32le(&mut out, size);
+    u16le(&mut out, name_len);
+    u16le(&mut out, 0); // extra length
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(content);
+
+    // Central directory.
+    let central_start = u32::try_from(out.len()).map_err(|_| too_big())?;
+    u32le(&mut out, 0x0201_4b50);
+    u16le(&mut out, VERSION_MADE_BY);
+    u16le(&mut out, VERSION_NEEDED);
+    u16le(&mut out, 0); // flags
+    u16le(&mut out, 0); // method
+    u16le(&mut out, DOS_TIME);
+    u16le(&mut out, DOS_DATE);
+    u32le(&mut out, crc);
+    u32le(&mut out, size);
+    u32le(&mut out, size);
+    u16le(&mut out, name_len);
+    u16le(&mut out, 0); // extra length
+    u16le(&mut out, 0); // comment length
+    u16le(&mut out, 0); // disk number
+    u16le(&mut out, 0); // internal attributes
+    u32le(&mut out, 0o100_644 << 16); // external attributes: a regular file, rw-r--r--
+    u32le(&mut out, 0); // offset of the local header
+    out.extend_from_slice(name.as_bytes());
+    let central_size = u32::try_from(out.len()).map_err(|_| too_big())? - central_start;
+
+    // End of central directory.
+    u32le(&mut out, 0x0605_4b50);
+    u16le(&mut out, 0); // this disk
+    u16le(&mut out, 0); // disk with the central directory
+    u16le(&mut out, 1); // entries on this disk
+    u16le(&mut out, 1); // entries
+    u32le(&mut out, central_size);
+    u32le(&mut out, central_start);
+    u16le(&mut out, 0); // comment length
+    Ok(out)
+}
+
+fn string_of(props: &Properties, key: &str) -> Option<String> {
+    match props.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn int_of(props: &Properties, key: &str) -> Result<Option<i32>, ProviderError> {
+    match props.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| invalid(&format!("{key} must be an integer"))),
+        Some(Value::String(s)) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| invalid(&format!("{key} must be an integer"))),
+        Some(_) => Err(invalid(&format!("{key} must be an integer"))),
+    }
+}
+
+/// `Code` of the template as a `FunctionCode` (the zip built for `ZipFile`).
+fn code_of(props: &Properties) -> Result<FunctionCode, ProviderError> {
+    let code = props
+        .get("Code")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("Code is required (an object)"))?;
+    if let Some(key) = code.keys().find(|k| !CODE_KEYS.contains(&k.as_str())) {
+        return Err(invalid(&format!(
+            "Code.{key} is not handled by the SDK provider (handled: {})",
+            CODE_KEYS.join(", ")
+        )));
+    }
+    let text = |key: &str| code.get(key).and_then(Value::as_str).map(str::to_string);
+    if let Some(source) = text("ZipFile") {
+        let runtime = string_of(props, "Runtime").unwrap_or_default();
+        let file = if runtime.starts_with("nodejs") {
+            "index.js"
+        } else if runtime.starts_with("python") {
+            "index.py"
+        } else {
+            return Err(invalid(&format!(
+                "Code.ZipFile needs a Node.js or Python runtime, not {runtime:?}"
+            )));
+        };
+        let zip = zip_single_file(file, source.as_bytes())?;
+        return Ok(FunctionCode::builder().zip_file(Blob::new(zip)).build());
+    }
+    match (text("S3Bucket"), text("S3Key")) {
+        (Some(bucket), Some(key)) => Ok(FunctionCode::builder()
+            .s3_bucket(bucket)
+            .s3_key(key)
+            .set_s3_object_version(text("S3ObjectVersion"))
+            .build()),
+        _ => Err(invalid("Code needs ZipFile, or S3Bucket and S3Key")),
+    }
+}
+
+fn environment_of(props: &Properties) -> Result<HashMap<String, String>, ProviderError> {
+    let Some(env) = props.get("Environment") else {
+        return Ok(HashMap::new());
+    };
+    let Some(vars) = env.get("Variables") else {
+        return Ok(HashMap::new());
+    };
+    vars.as_object()
+        .ok_or_else(|| invalid("Environment.Variables must be an object"))?
+        .iter()
+        .map(|(k, v)| {
+            let value = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            Ok((k.clone(), value))
+        })
+        .collect()
+}
+
+fn architectures_of(props: &Properties) -> Result<Option<Vec<Architecture>>, ProviderError> {
+    let Some(list) = props.get("Architectures") else {
+        return Ok(None);
+    };
+    list.as_array()
+        .ok_or_else(|| invalid("Architectures must be a list"))?
+        .iter()
+        .map(|a| {
+            a.as_str()
+                .map(Architecture::from)
+                .ok_or_else(|| invalid("Architectures must be a list of strings"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn tag_map(props: &Properties) -> Result<BTreeMap<String, String>, ProviderError> {
+    let Some(tags) = props.get("Tags") else {
+        return Ok(BTreeMap::new());
+    };
+    tags.as_array()
+        .ok_or_else(|| invalid("Tags must be a list of Key/Value objects"))?
+        .iter()
+        .map(|t| {
+            let key = t
+                .get("Key")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("a tag without a Key"))?;
+            let value = match t.get("Value") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            Ok((key.to_string(), value))
+        })
+        .collect()
+}
+
+fn attributes(arn: &str) -> Attributes {
+    let mut a = Attributes::new();
+    a.insert("Arn".into(), json!(arn));
+    a
+}
+
+/// The function's ARN without a version or alias qualifier.
+fn unqualified_arn(config: &FunctionConfiguration) -> String {
+    let arn = config.function_arn().unwrap_or_default();
+    // arn:aws:lambda:region:account:function:name[:qualifier]
+    arn.split(':').take(7).collect::<Vec<_>>().join(":")
+}
+
+/// All the configuration a `FunctionConfiguration` update writes, from `props` (absent
+/// properties back to AWS's defaults).
+struct Settings {
+    runtime: Option<String>,
+    handler: Option<String>,
+    role: String,
+    timeout: i32,
+    memory: i32,
+    environment: HashMap<String, String>,
+    description: String,
+}
+
+fn settings_of(props: &Properties) -> Result<Settings, ProviderError> {
+    Ok(Settings {
+        runtime: string_of(props, "Runtime"),
+        handler: string_of(props, "Handler"),
+        role: string_of(props, "Role").ok_or_else(|| invalid("Role is required"))?,
+        timeout: int_of(props, "Timeout")?.unwrap_or(DEFAULT_TIMEOUT),
+        memory: int_of(props, "MemorySize")?.unwrap_or(DEFAULT_MEMORY),
+        environment: environment_of(props)?,
+        description: string_of(props, "Description").unwrap_or_default(),
+    })
+}
+
+impl LambdaFunctionProvider {
+    /// A provider using `client`, with the default retry policy.
+    pub fn new(client: Client) -> Self {
+        LambdaFunctionProvider {
+            client,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Replaces the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// `GetFunction`: configuration and tags, or `None` when the function does not exist.
+    async fn get(
+        &self,
+        name: &str,
+    ) -> Result<Option<(FunctionConfiguration, HashMap<String, String>)>, ProviderError> {
+        let got = retry(&self.retry, "GetFunction", || async {
+            self.client
+                .get_function()
+                .function_name(name)
+                .send()
+                .await
+                .map_err(|e| ProviderError::from_sdk("GetFunction", e))
+        })
+        .await;
+        match got {
+            Ok(out) => Ok(out.configuration().cloned().map(|c| {
+                let tags = out.tags().cloned().unwrap_or_default();
+                (c, tags)
+            })),
+            Err(ProviderError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits until the function is neither `Pending` nor `InProgress`; its configuration.
+    async fn settle(&self, name: &str) -> Result<FunctionConfiguration, ProviderError> {
+        let started = tokio::time::Instant::now();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let (config, _) = self.get(name).await?.ok_or_else(|| {
+                ProviderError::NotFound(format!("{TYPE} {name} vanished while settling"))
+            })?;
+            let state = config.state();
+            let update = config.last_update_status();
+            if state == Some(&State::Failed) || update == Some(&LastUpdateStatus::Failed) {
+                return Err(ProviderError::Other(format!(
+                    "{TYPE} {name} failed: {}",
+                    config
+                        .last_update_status_reason()
+                        .or(config.state_reason())
+                        .unwrap_or("no reason given")
+                )));
+            }
+            if state != Some(&State::Pending) && update != Some(&LastUpdateStatus::InProgress) {
+                return Ok(config);
+            }
+            if started.elapsed() >= SETTLE_TIMEOUT {
+                return Err(ProviderError::Timeout(format!(
+                    "{TYPE} {name} still pending after {SETTLE_TIMEOUT:?}"
+                )));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    async fn update_code(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
+        let code = code_of(props)?;
+        let architectures = architectures_of(props)?;
+        retry(&self.retry, "UpdateFunctionCode", || async {
+            self.client
+                .update_function_code()
+                .function_name(name)
+                .set_zip_file(code.zip_file().cloned())
+                .set_s3_bucket(code.s3_bucket().map(str::to_string))
+                .set_s3_key(code.s3_key().map(str::to_string))
+                .set_s3_object_version(code.s3_object_version().map(str::to_string))
+                .set_architectures(architectures.clone())
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| ProviderError::from_sdk("UpdateFunctionCode", e))
+        })
+        .await?;
+        self.settle(name).await.map(|_| ())
+    }
+
+    async fn update_configuration(
+        &self,
+        name: &str,
+        props: &Properties,
+    ) -> Result<(), ProviderError> {
+        let s = settings_of(props)?;
+        retry(&self.retry, "UpdateFunctionConfiguration", || async {
+            self.client
+                .update_function_configuration()
+                .function_name(name)
+                .set_runtime(s.runtime.as_deref().map(Runtime::from))
+                .set_handler(s.handler.clone())
+                .role(&s.role)
+                .timeout(s.timeout)
+                .memory_size(s.memory)
+                .environment(
+                    Environment::builder()
+                        .set_variables(Some(s.environment.clone()))
+                        .build(),
+                )
+                .description(&s.description)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| ProviderError::from_sdk("UpdateFunctionConfiguration", e))
+        })
+        .await?;
+        self.settle(name).await.map(|_| ())
+    }
+
+    /// Makes the function's tags those of `props`, given the `previous` ones.
+    async fn sync_tags(
+        &self,
+        arn: &str,
+        previous: &Properties,
+        props: &Properties,
+    ) -> Result<(), ProviderError> {
+        let old = tag_map(previous)?;
+        let new = tag_map(props)?;
+        let removed: Vec<String> = old
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .cloned()
+            .collect();
+        let added: HashMap<String, String> = new
+            .into_iter()
+            .filter(|(k, v)| old.get(k) != Some(v))
+            .collect();
+        if !removed.is_empty() {
+            retry(&self.retry, "UntagResource", || async {
+                self.client
+                    .untag_resource()
+                    .resource(arn)
+                    .set_tag_keys(Some(removed.clone()))
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| ProviderError::from_sdk("UntagResource", e))
+            })
+            .await?;
+        }
+        if !added.is_empty() {
+            retry(&self.retry, "TagResource", || async {
+                self.client
+                    .tag_resource()
+                    .resource(arn)
+                    .set_tags(Some(added.clone()))
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| ProviderError::from_sdk("TagResource", e))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// `CreateFunction`: `Some(arn)` when made now, `None` when the name is taken.
+    async fn create_function(
+        &self,
+        name: &str,
+        props: &Properties,
+    ) -> Result<Option<String>, ProviderError> {
+        let code = code_of(props)?;
+        let s = settings_of(props)?;
+        let architectures = architectures_of(props)?;
+        let tags: HashMap<String, String> = tag_map(props)?.into_iter().collect();
+        retry(&self.retry, "CreateFunction", || async {
+            let sent = self
+                .client
+                .create_function()
+                .function_name(name)
+                .set_runtime(s.runtime.as_deref().map(Runtime::from))
+                .set_handler(s.handler.clone())
+                .role(&s.role)
+                .code(code.clone())
+                .timeout(s.timeout)
+                .memory_size(s.memory)
+                .set_environment((!s.environment.is_empty()).then(|| {
+                    Environment::builder()
+                        .set_variables(Some(s.environment.clone()))
+                        .build()
+                }))
+                .set_description((!s.description.is_empty()).then(|| s.description.clone()))
+                .set_architectures(architectures.clone())
+                .set_tags((!tags.is_empty()).then(|| tags.clone()))
+                .send()
+                .await;
+            match sent {
+                Ok(out) => Ok(Some(out.function_arn().unwrap_or_default().to_string())),
+                // Lambda answers a taken name with the same code as a change in progress;
+                // only the message tells them apart.
+                Err(e)
+                    if e.as_service_error().is_some_and(|s| {
+                        s.is_resource_conflict_exception()
+                            && s.message()
+                                .is_some_and(|m| m.to_ascii_lowercase().contains("already exist"))
+                    }) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(ProviderError::from_sdk("CreateFunction", e)),
+            }
+        })
+        .await
+    }
+}
+
+impl Provider for LambdaFunctionProvider {
+    fn name(&self) -> &str {
+        "sdk:AWS::Lambda::Function"
+    }
+
+    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
+        Some(HANDLED)
+    }
+
+    fn create<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+        Box::pin(async move {
+            let props = &request.properties;
+            let context = || format!("{} ({TYPE})", request.logical_id);
+            let (name, generated) = match request.string_property("FunctionName") {
+                Some(name) => (name.to_string(), false),
+                None => (
+                    physical_name(
+                        &request.stack_name,
+                        &request.logical_id,
+                        &request.token,
+                        "",
+                        NAME_RULES,
+                    ),
+                    true,
+                ),
+            };
+            let made = self
+                .create_function(&name, props)
+                .await
+                .map_err(|e| e.context(context()))?;
+            if made.is_none() {
+                if !generated {
+                    return Err(ProviderError::AlreadyExists(format!(
+                        "{}: function {name} exists already",
+                        context()
+                    )));
+                }
+                // Our own function from an earlier attempt: write everything again.
+                let adopt = async {
+                    self.settle(&name).await?;
+                    self.update_code(&name, props).await?;
+                    self.update_configuration(&name, props).await?;
+                    let arn = unqualified_arn(&self.settle(&name).await?);
+                    self.sync_tags(&arn, &Properties::new(), props).await
+                };
+                adopt.await.map_err(|e| e.context(context()))?;
+            }
+            let config = self.settle(&name).await.map_err(|e| e.context(context()))?;
+            Ok(Created {
+                attributes: attributes(&unqualified_arn(&config)),
+                physical_id: name,
+            })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
+        Box::pin(async move {
+            let name = request.require_physical_id()?;
+            let context = || format!("{} ({TYPE})", request.logical_id);
+            if let Some(wanted) = request.string_property("FunctionName")
+                && wanted != name
+            {
+                return Err(ProviderError::NotUpdatable(format!(
+                    "{}: FunctionName {name} -> {wanted} needs a new function",
+                    context()
+                )));
+            }
+            let props = &request.properties;
+            let previous = request.previous_properties.clone().unwrap_or_default();
+            let changed = |key: &str| previous.get(key) != props.get(key);
+            let work = async {
+                self.settle(name).await?;
+                if changed("Code") || changed("Architectures") {
+                    self.update_code(name, props).await?;
+                }
+                if CONFIG_KEYS.iter().any(|k| changed(k)) {
+                    self.update_configuration(name, props).await?;
+                }
+                let config = self.settle(name).await?;
+                let arn = unqualified_arn(&config);
+                self.sync_tags(&arn, &previous, props).await?;
+                Ok::<_, ProviderError>(arn)
+            };
+            let arn = work.await.map_err(|e| e.context(context()))?;
+            Ok(Updated {
+                physical_id: name.to_string(),
+                attributes: attributes(&arn),
+                replaced: false,
+            })
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
+        Box::pin(async move {
+            let name = request.require_physical_id()?;
+            let result = retry(&self.retry, "DeleteFunction", || async {
+                self.client
+                    .delete_function()
+                    .function_name(name)
+                    .send()
+                    .await
+                    .map_err(|e| ProviderError::from_sdk("DeleteFunction", e))
+            })
+            .await;
+            match result {
+                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
+                Err(e) => Err(e.context(format!("{} ({TYPE})", request.logical_id))),
+            }
+        })
+    }
+
+    fn import<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
+        Box::pin(async move {
+            let Some(name) = request
+                .physical_id
+                .clone()
+                .or_else(|| request.string_property("FunctionName").map(str::to_string))
+            else {
+                return Ok(Imported::NotDeployedYet);
+            };
+            Ok(match self.get(&name).await? {
+                Some((config, _)) => Imported::Found {
+                    attributes: attributes(&unqualified_arn(&config)),
+                    physical_id: config.function_name().unwrap_or(&name).to_string(),
+                },
+                None => Imported::NotDeployedYet,
+            })
+        })
+    }
+
+    fn read_current_state<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
+        Box::pin(async move {
+            let name = request.require_physical_id()?;
+            let Some((config, tags)) = self.get(name).await? else {
+                return Ok(CurrentState::NotFound);
+            };
+            let mut state = Properties::new();
+            state.insert(
+                "FunctionName".into(),
+                json!(config.function_name().unwrap_or(name)),
+            );
+            if let Some(r) = config.runtime() {
+                state.insert("Runtime".into(), json!(r.as_str()));
+            }
+            if let Some(h) = config.handler() {
+                state.insert("Handler".into(), json!(h));
+            }
+            if let Some(r) = config.role() {
+                state.insert("Role".into(), json!(r));
+            }
+            if let Some(d) = config.description()
+                && !d.is_empty()
+            {
+                state.insert("Description".into(), json!(d));
+            }
+            if let Some(t) = config.timeout()
+                && t != DEFAULT_TIMEOUT
+            {
+                state.insert("Timeout".into(), json!(t));
+            }
+            if let Some(m) = config.memory_size()
+                && m != DEFAULT_MEMORY
+            {
+                state.insert("MemorySize".into(), json!(m));
+            }
+            let archs: Vec<&str> = config.architectures().iter().map(|a| a.as_str()).collect();
+            if !archs.is_empty() && archs != ["x86_64"] {
+                state.insert("Architectures".into(), json!(archs));
+            }
+            if let Some(vars) = config.environment().and_then(|e| e.variables())
+                && !vars.is_empty()
+            {
+                let sorted: BTreeMap<&String, &String> = vars.iter().collect();
+                state.insert("Environment".into(), json!({"Variables": sorted}));
+            }
+            let mut tags: Vec<(&String, &String)> = tags
+                .iter()
+                .filter(|(k, _)| !k.starts_with("aws:"))
+                .collect();
+            tags.sort();
+            if !tags.is_empty() {
+                let list = tags
+                    .into_iter()
+                    .map(|(k, v)| json!({"Key": k, "Value": v}))
+                    .collect();
+                state.insert("Tags".into(), Value::Array(list));
+            }
+            Ok(CurrentState::Found(state))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_reference_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+    }
+
+    #[test]
+    fn zip_has_the_right_structure() {
+        let content = b"exports.handler = async () => 'ok';";
+        let zip = zip_single_file("index.js", content).expect("zip");
+        assert_eq!(&zip[..4], &[0x50, 0x4b, 0x03, 0x04]);
+        // Local header (30) + name + content, central header (46) + name, end (22).
+        assert_eq!(zip.len(), 30 + 8 + content.len() + 46 + 8 + 22);
+        let end = &zip[zip.len() - 22..];
+        assert_eq!(&end[..4], &[0x50, 0x4b, 0x05, 0x06]);
+        let central_offset = u32::from_le_bytes([end[16], end[17], end[18], end[19]]) as usize;
+        assert_eq!(
+            &zip[central_offset..central_offset + 4],
+            &[0x50, 0x4b, 0x01, 0x02]
+        );
+        assert_eq!(&zip[30..38], b"index.js");
+        assert_eq!(&zip[38..38 + content.len()], content);
+        let crc = u32::from_le_bytes([zip[14], zip[15], zip[16], zip[17]]);
+        assert_eq!(crc, crc32(content));
+        // Deterministic.
+        assert_eq!(zip, zip_single_file("index.js", content).expect("zip"));
+    }
+
+    #[test]
+    fn code_needs_a_known_shape() {
+        let props = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert!(
+            code_of(&props(
+                json!({"Runtime": "python3.12", "Code": {"ZipFile": "x"}})
+            ))
+            .is_ok()
+        );
+        assert!(
+            code_of(&props(json!({"Code": {"S3Bucket": "b", "S3Key": "k"}})))
+                .is_ok_and(|c| c.s3_key() == Some("k"))
+        );
+        assert!(
+            code_of(&props(
+                json!({"Runtime": "java21", "Code": {"ZipFile": "x"}})
+            ))
+            .is_err()
+        );
+        assert!(code_of(&props(json!({"Code": {"ImageUri": "x"}}))).is_err());
+        assert!(code_of(&props(json!({}))).is_err());
+    }
+
+    #[test]
+    fn arn_without_qualifier() {
+        let config = FunctionConfiguration::builder()
+            .function_arn("arn:aws:lambda:us-east-1:123456789012:function:f:$LATEST")
+            .build();
+        assert_eq!(
+            unqualified_arn(&config),
+            "arn:aws:lambda:us-east-1:123456789012:function:f"
+        );
+    }
+}
