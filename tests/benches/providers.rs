@@ -273,6 +273,7 @@ async fn main() {
             row.update.push(t.elapsed());
             let u = count.take();
 
+            req.token = unique_name("token");
             let t = Instant::now();
             case.provider.delete(&req).await.expect("delete");
             row.delete.push(t.elapsed());
