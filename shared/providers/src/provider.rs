@@ -118,6 +118,17 @@ pub enum Deleted {
     },
 }
 
+impl Deleted {
+    /// The outcome of a delete call: done when it succeeded, and also when AWS says the
+    /// resource is not there (a delete of a missing resource succeeds).
+    pub fn unless_missing<T>(result: Result<T, ProviderError>) -> Result<Deleted, ProviderError> {
+        match result {
+            Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The answer to an import.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Imported {

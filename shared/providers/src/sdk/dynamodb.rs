@@ -799,10 +799,7 @@ impl Provider for DynamoDbTableProvider {
                     .map_err(|e| ddb_error("DeleteTable", ProviderError::Transient, e))
             })
             .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e),
-            }
+            Deleted::unless_missing(result)
         })
     }
 

@@ -443,10 +443,7 @@ impl Provider for LogGroupProvider {
                     .map_err(|e| ProviderError::from_sdk("DeleteLogGroup", e))
             })
             .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e),
-            }
+            Deleted::unless_missing(result)
         })
     }
 

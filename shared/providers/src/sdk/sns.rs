@@ -403,10 +403,7 @@ impl Provider for SnsTopicProvider {
                     .map_err(|e| ProviderError::from_sdk("DeleteTopic", e))
             })
             .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e),
-            }
+            Deleted::unless_missing(result)
         })
     }
 

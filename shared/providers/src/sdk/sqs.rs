@@ -402,10 +402,7 @@ impl Provider for SqsQueueProvider {
                     .map_err(|e| ProviderError::from_sdk("DeleteQueue", e))
             })
             .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e),
-            }
+            Deleted::unless_missing(result)
         })
     }
 

@@ -310,10 +310,7 @@ impl Provider for SsmParameterProvider {
                     .map_err(|e| ProviderError::from_sdk("DeleteParameter", e))
             })
             .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e),
-            }
+            Deleted::unless_missing(result)
         })
     }
 
