@@ -297,6 +297,25 @@ async fn diff_compares_with_the_recorded_state() {
 }
 
 #[test]
+fn reading_commands_never_create_a_store() {
+    let dir = store_dir("absent");
+    for args in [
+        &["state", "show", "--stack", "app"][..],
+        &["events", "--stack", "app"][..],
+        &["unlock", "--stack", "app"][..],
+    ] {
+        let out = stackflow(&dir, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("there is no local store at"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!dir.exists());
+}
+
+#[test]
 fn init_creates_the_local_store() {
     let dir = store_dir("init");
     let out = stackflow(&dir, &["init"]);

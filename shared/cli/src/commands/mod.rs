@@ -9,7 +9,7 @@ use stackflow_events::StreamId;
 
 use crate::args::{Cli, Command, GlobalArgs, StateCommand};
 use crate::aws;
-use crate::store::Store;
+use crate::store::{Store, StoreSpec, local_file};
 
 /// Runs the command and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -32,6 +32,16 @@ impl Context {
     pub async fn open(global: &GlobalArgs) -> anyhow::Result<Context> {
         let config = aws::load(global).await;
         let region = aws::region(&config)?;
+        // Commands that read never create a store: a local one that does not exist holds
+        // nothing yet.
+        if let StoreSpec::Local(dir) = &global.store
+            && !local_file(dir).exists()
+        {
+            anyhow::bail!(
+                "there is no local store at {}: nothing has been deployed from here (pass --store to read another one)",
+                local_file(dir).display()
+            );
+        }
         let store = Store::open(&global.store, &config, global.store_bucket.clone())?;
         Ok(Context { region, store })
     }
