@@ -9,6 +9,8 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::provider::ResourceRequest;
+
 /// A service's rules for a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NameRules {
@@ -23,6 +25,28 @@ pub struct NameRules {
 
 /// Number of hex digits of the hash.
 pub const HASH_LEN: usize = 12;
+
+/// The name a create uses: the template's `property` when it sets one (`false`: given),
+/// else the deterministic name of [`physical_name`] with no suffix (`true`: generated).
+pub fn given_or_generated(
+    request: &ResourceRequest,
+    property: &str,
+    rules: NameRules,
+) -> (String, bool) {
+    match request.string_property(property) {
+        Some(name) => (name.to_string(), false),
+        None => (
+            physical_name(
+                &request.stack_name,
+                &request.logical_id,
+                &request.token,
+                "",
+                rules,
+            ),
+            true,
+        ),
+    }
+}
 
 /// `{stack}-{logical_id}-{hash}{suffix}` within `rules` (`suffix` e.g. `.fifo`, counted in
 /// the length and kept as is).

@@ -68,6 +68,14 @@ impl ResourceRequest {
         }
     }
 
+    /// The id an import looks for: the explicit one (`--resource Logical=Physical`), else
+    /// the name the template gives in `property`.
+    pub fn explicit_or_named(&self, property: &str) -> Option<String> {
+        self.physical_id
+            .clone()
+            .or_else(|| self.string_property(property).map(str::to_string))
+    }
+
     /// The physical id, or an [`ProviderError::InvalidRequest`] saying the operation needs
     /// one.
     pub fn require_physical_id(&self) -> Result<&str, ProviderError> {

@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::error::{HttpResponse, ProviderError};
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, given_or_generated};
 use crate::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
@@ -667,19 +667,7 @@ impl Provider for DynamoDbTableProvider {
     ) -> BoxFuture<'a, Result<Created, ProviderError>> {
         Box::pin(async move {
             let props = &request.properties;
-            let (name, generated) = match request.string_property("TableName") {
-                Some(name) => (name.to_string(), false),
-                None => (
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        "",
-                        NAME_RULES,
-                    ),
-                    true,
-                ),
-            };
+            let (name, generated) = given_or_generated(request, "TableName", NAME_RULES);
             let context = || format!("{} ({TYPE})", request.logical_id);
             match self.create_table(&name, props).await {
                 Ok(()) => {}
@@ -808,11 +796,7 @@ impl Provider for DynamoDbTableProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("TableName").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("TableName") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(match self.describe(&name).await? {
@@ -923,6 +907,7 @@ impl Provider for DynamoDbTableProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::physical_name;
 
     fn props(v: Value) -> Properties {
         v.as_object().cloned().unwrap_or_default()

@@ -28,7 +28,7 @@ use aws_sdk_iam::types::{Role, Tag};
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, given_or_generated};
 use crate::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
@@ -546,19 +546,7 @@ impl Provider for IamRoleProvider {
         Box::pin(async move {
             let props = &request.properties;
             let context = || format!("{} ({TYPE})", request.logical_id);
-            let (name, generated) = match request.string_property("RoleName") {
-                Some(name) => (name.to_string(), false),
-                None => (
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        "",
-                        NAME_RULES,
-                    ),
-                    true,
-                ),
-            };
+            let (name, generated) = given_or_generated(request, "RoleName", NAME_RULES);
             let trust = props
                 .get("AssumeRolePolicyDocument")
                 .map(document_text)
@@ -696,11 +684,7 @@ impl Provider for IamRoleProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("RoleName").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("RoleName") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(match self.get(&name).await? {
@@ -810,6 +794,7 @@ impl Provider for IamRoleProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::physical_name;
 
     #[test]
     fn decodes_url_encoded_documents() {

@@ -39,7 +39,7 @@ use aws_sdk_lambda::types::{
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, given_or_generated};
 use crate::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
@@ -586,19 +586,7 @@ impl Provider for LambdaFunctionProvider {
         Box::pin(async move {
             let props = &request.properties;
             let context = || format!("{} ({TYPE})", request.logical_id);
-            let (name, generated) = match request.string_property("FunctionName") {
-                Some(name) => (name.to_string(), false),
-                None => (
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        "",
-                        NAME_RULES,
-                    ),
-                    true,
-                ),
-            };
+            let (name, generated) = given_or_generated(request, "FunctionName", NAME_RULES);
             let made = self
                 .create_function(&name, props)
                 .await
@@ -695,11 +683,7 @@ impl Provider for LambdaFunctionProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("FunctionName").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("FunctionName") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(match self.get(&name).await? {

@@ -21,7 +21,7 @@ use aws_sdk_cloudwatchlogs::types::{LogGroup, LogGroupClass};
 use serde_json::{Value, json};
 
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, given_or_generated};
 use crate::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
@@ -344,19 +344,7 @@ impl Provider for LogGroupProvider {
     ) -> BoxFuture<'a, Result<Created, ProviderError>> {
         Box::pin(async move {
             let props = &request.properties;
-            let (name, generated) = match request.string_property("LogGroupName") {
-                Some(name) => (name.to_string(), false),
-                None => (
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        "",
-                        NAME_RULES,
-                    ),
-                    true,
-                ),
-            };
+            let (name, generated) = given_or_generated(request, "LogGroupName", NAME_RULES);
             let context = || format!("{} ({TYPE})", request.logical_id);
             match self.create_group(&name, props).await {
                 Ok(()) => {
@@ -452,11 +440,7 @@ impl Provider for LogGroupProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("LogGroupName").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("LogGroupName") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(match self.describe(&name).await? {
@@ -510,6 +494,7 @@ impl Provider for LogGroupProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::physical_name;
 
     #[test]
     fn arns_and_retention() {

@@ -894,11 +894,7 @@ impl Provider for S3BucketProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("BucketName").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("BucketName") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(if self.exists(&name).await? {

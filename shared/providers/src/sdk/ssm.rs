@@ -16,7 +16,7 @@ use aws_sdk_ssm::types::{
 use serde_json::{Map, Value, json};
 
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, given_or_generated};
 use crate::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
@@ -237,19 +237,7 @@ impl Provider for SsmParameterProvider {
     ) -> BoxFuture<'a, Result<Created, ProviderError>> {
         Box::pin(async move {
             let props = &request.properties;
-            let (name, generated) = match request.string_property("Name") {
-                Some(name) => (name.to_string(), false),
-                None => (
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        "",
-                        NAME_RULES,
-                    ),
-                    true,
-                ),
-            };
+            let (name, generated) = given_or_generated(request, "Name", NAME_RULES);
             match self.put(&name, props, false).await {
                 Ok(()) => {}
                 Err(ProviderError::AlreadyExists(_)) if generated => {
@@ -319,11 +307,7 @@ impl Provider for SsmParameterProvider {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
-            let Some(name) = request
-                .physical_id
-                .clone()
-                .or_else(|| request.string_property("Name").map(str::to_string))
-            else {
+            let Some(name) = request.explicit_or_named("Name") else {
                 return Ok(Imported::NotDeployedYet);
             };
             Ok(match self.get(&name).await? {
