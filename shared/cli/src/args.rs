@@ -47,7 +47,8 @@ pub struct GlobalArgs {
     )]
     pub store: StoreSpec,
 
-    /// S3 bucket for events over DynamoDB's item size limit (with --store dynamodb:TABLE)
+    /// The engine's S3 bucket: custom resource handlers answer there, and events over
+    /// DynamoDB's item size limit go there (with --store dynamodb:TABLE)
     #[arg(long, global = true, value_name = "BUCKET", env = "STACKFLOW_BUCKET")]
     pub store_bucket: Option<String>,
 
@@ -58,8 +59,14 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Deploy a template file or the stacks of a cdk.out directory
+    Deploy(DeployArgs),
     /// Show what the next deploy would do, per resource and per property
     Diff(DiffArgs),
+    /// Delete every resource of a stack, in reverse dependency order
+    Destroy(DestroyArgs),
+    /// Undo what a failed (or interrupted) deploy did
+    Rollback(RollbackArgs),
     /// Create the event store where it does not exist (a DynamoDB table, or the local database)
     Init,
     /// The recorded state of a stack
@@ -137,6 +144,68 @@ pub struct DiffArgs {
     /// Exit 1 when the deploy would change anything
     #[arg(long)]
     pub fail: bool,
+}
+
+/// Arguments of `stackflow deploy`.
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    /// A template file (.json, .yaml, .yml, .template) or a cdk.out directory
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+
+    /// Only these stacks of a cdk.out (repeatable); for a template file, the stack name
+    /// (default: the file name without its extension)
+    #[arg(long = "stack", value_name = "NAME")]
+    pub stacks: Vec<String>,
+
+    /// A parameter value (repeatable)
+    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub parameters: Vec<(String, String)>,
+
+    /// On failure, keep what the deploy did (undo it later with `stackflow rollback`)
+    #[arg(long)]
+    pub no_rollback: bool,
+
+    /// At most this many resource actions at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+
+    /// Read other stacks' exports and outputs only from stackflow's own records, never
+    /// from CloudFormation
+    #[arg(long)]
+    pub no_cfn_fallback: bool,
+
+    /// Print the result as JSON (progress still goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `stackflow destroy`.
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// At most this many deletes at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+
+    /// Print the result as JSON (progress still goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `stackflow rollback`.
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// Print the result as JSON (progress still goes to stderr)
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

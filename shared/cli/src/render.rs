@@ -244,6 +244,7 @@ pub fn event_line(e: &StoredEvent) -> String {
         }
         Event::RollbackStarted { deploy_id, .. } => format!("rolling back {deploy_id}"),
         Event::RollbackEntryUndone { how, .. } => how.clone(),
+        Event::StackDestroyed { deploy_id } => format!("{deploy_id}: every resource is gone"),
         Event::RollbackFinished {
             complete, errors, ..
         } => {
@@ -284,6 +285,97 @@ pub fn event_line(e: &StoredEvent) -> String {
         e.event.logical_id().unwrap_or("-"),
         outcome
     )
+}
+
+/// The account of one stack's deploy, destroy or rollback: what failed and was rolled
+/// back, the counts, the duration and the outputs.
+pub fn report(r: &stackflow_engine::StackReport, operation: &str) -> String {
+    use stackflow_engine::StackStatus;
+    let mut out = String::new();
+    let status = match r.status {
+        StackStatus::NoChanges => "no changes",
+        StackStatus::Succeeded => "succeeded",
+        StackStatus::Partial => "partly done",
+        StackStatus::Failed => "FAILED",
+        StackStatus::Interrupted => "STOPPED",
+    };
+    let _ = writeln!(
+        out,
+        "\n{operation} {} {status} in {:.1}s ({})",
+        r.stack, r.seconds, r.deploy_id
+    );
+    if r.status != StackStatus::NoChanges {
+        let _ = writeln!(
+            out,
+            "  {} created, {} updated, {} replaced, {} deleted, {} retained{}",
+            r.created,
+            r.updated,
+            r.replaced,
+            r.deleted,
+            r.retained,
+            if r.recovered > 0 {
+                format!(", {} interrupted calls recovered", r.recovered)
+            } else {
+                String::new()
+            }
+        );
+    } else if operation == "deploy" {
+        let _ = writeln!(out, "  nothing changed; no AWS write call was made");
+    }
+    for f in &r.failures {
+        let _ = writeln!(
+            out,
+            "  ✗ {} ({}) {} failed: {}: {}",
+            f.logical_id, f.resource_type, f.action, f.error.name, f.error.message
+        );
+    }
+    for (id, why) in &r.skipped {
+        let _ = writeln!(out, "  ! {id} left unaddressed: {why}");
+    }
+    if let Some(rb) = &r.rollback {
+        if rb.undone.is_empty() && rb.failed.is_empty() {
+            let _ = writeln!(out, "  rollback: nothing to undo");
+        } else {
+            let _ = writeln!(
+                out,
+                "  rollback {}: {} undone{}",
+                if rb.complete() {
+                    "complete"
+                } else {
+                    "INCOMPLETE"
+                },
+                rb.undone.len(),
+                if rb.failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} could not be undone", rb.failed.len())
+                }
+            );
+            for (id, how) in &rb.undone {
+                let _ = writeln!(out, "    {id}: {how}");
+            }
+            for f in &rb.failed {
+                let _ = writeln!(
+                    out,
+                    "    ✗ {}: {}: {}",
+                    f.logical_id, f.error.name, f.error.message
+                );
+            }
+        }
+    } else if r.status == StackStatus::Failed && operation == "deploy" {
+        let _ = writeln!(
+            out,
+            "  not rolled back (--no-rollback): run `stackflow rollback --stack {}` to undo it",
+            r.stack
+        );
+    }
+    if !r.outputs.is_empty() {
+        let _ = writeln!(out, "Outputs:");
+        for (k, v) in &r.outputs {
+            let _ = writeln!(out, "  {k} = {}", value(v));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

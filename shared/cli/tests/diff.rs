@@ -129,8 +129,15 @@ fn help_lists_only_what_works() {
     let out = stackflow(&["--help"]);
     assert!(out.status.success());
     let help = text(&out.stdout);
-    assert!(help.contains("diff"));
-    for later in ["deploy", "destroy", "rollback", "import", "drift"] {
+    for built in [
+        "deploy", "diff", "destroy", "rollback", "state", "events", "unlock",
+    ] {
+        assert!(
+            help.contains(&format!("\n  {built} ")),
+            "{built} missing: {help}"
+        );
+    }
+    for later in ["import", "drift"] {
         assert!(
             !help.contains(&format!("\n  {later} ")),
             "{later} is listed but not built"

@@ -137,6 +137,7 @@ async fn record_history(dir: &Path) {
                 deploy_id: "d1".into(),
                 outputs: [("QueueUrl".to_string(), json!("http://q/app-orders"))].into(),
                 exports: Default::default(),
+                imports: vec![],
             },
         ),
     ];

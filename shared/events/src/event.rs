@@ -161,6 +161,10 @@ pub enum Event {
         outputs: IndexMap<String, Value>,
         /// Its exports: export name to value.
         exports: IndexMap<String, Value>,
+        /// The exports of other stacks it imports (`Fn::ImportValue`), so that destroying
+        /// the exporting stack can be refused.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        imports: Vec<String>,
     },
     /// A deploy failed.
     DeployFailed {
@@ -189,6 +193,10 @@ pub enum Event {
         provider: ProviderKind,
         /// The physical id the call acts on (update, delete), when there is one.
         physical_id: Option<String>,
+        /// The properties the call sends (secrets as their `{{resolve:...}}` text, `NoEcho`
+        /// values masked), so that an interrupted call can be replayed without the template.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        properties: Option<Map<String, Value>>,
     },
     /// A resource was created (also the new half of a replacement).
     ResourceCreated {
@@ -283,6 +291,12 @@ pub enum Event {
         complete: bool,
         /// Entries that could not be undone.
         errors: Vec<ErrorInfo>,
+    },
+    /// `destroy` deleted (or retained) every resource: the stack has no outputs, exports or
+    /// parameters any more (its stream keeps the history).
+    StackDestroyed {
+        /// The destroy.
+        deploy_id: String,
     },
     /// An existing resource was adopted.
     ResourceImported {
@@ -380,6 +394,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "RollbackStarted",
     "RollbackEntryUndone",
     "RollbackFinished",
+    "StackDestroyed",
     "ResourceImported",
     "ImportMarked",
     "BaselineRecorded",
@@ -452,6 +467,7 @@ impl Event {
             Event::RollbackStarted { .. } => "RollbackStarted",
             Event::RollbackEntryUndone { .. } => "RollbackEntryUndone",
             Event::RollbackFinished { .. } => "RollbackFinished",
+            Event::StackDestroyed { .. } => "StackDestroyed",
             Event::ResourceImported { .. } => "ResourceImported",
             Event::ImportMarked { .. } => "ImportMarked",
             Event::BaselineRecorded { .. } => "BaselineRecorded",

@@ -106,6 +106,9 @@ pub struct PendingIntent {
     pub provider: ProviderKind,
     /// The physical id acted on, if any.
     pub physical_id: Option<String>,
+    /// The properties the call sends, when recorded.
+    #[serde(default)]
+    pub properties: Option<Map<String, Value>>,
     /// Where the intent is in the stream.
     pub seq: u64,
 }
@@ -227,6 +230,9 @@ pub struct StackState {
     pub outputs: IndexMap<String, Value>,
     /// Its exports.
     pub exports: IndexMap<String, Value>,
+    /// The other stacks' exports it imports.
+    #[serde(default)]
+    pub imports: Vec<String>,
     /// The parameters the last deploy used (`NoEcho` values as `****`).
     pub parameters: IndexMap<String, Value>,
     /// The digest of the template the last deploy used.
@@ -376,7 +382,9 @@ impl StackState {
                 deploy_id,
                 outputs,
                 exports,
+                imports,
             } => {
+                self.imports = imports.clone();
                 if let Some(d) = &mut self.last_deploy
                     && d.deploy_id == *deploy_id
                 {
@@ -406,6 +414,7 @@ impl StackState {
                 token,
                 provider,
                 physical_id,
+                properties,
             } => {
                 self.pending.insert(
                     pending_key(deploy_id, logical_id, *operation),
@@ -417,6 +426,7 @@ impl StackState {
                         token: token.clone(),
                         provider: *provider,
                         physical_id: physical_id.clone(),
+                        properties: properties.clone(),
                         seq,
                     },
                 );
@@ -585,6 +595,13 @@ impl StackState {
                 if *complete && self.journal.deploy_id.as_deref() == Some(deploy_id) {
                     self.journal = Journal::default();
                 }
+            }
+            Event::StackDestroyed { .. } => {
+                self.outputs.clear();
+                self.exports.clear();
+                self.imports.clear();
+                self.parameters.clear();
+                self.template_digest = None;
             }
             Event::ResourceImported {
                 resource, baseline, ..

@@ -41,6 +41,7 @@ pub fn history(n: usize) -> Vec<NewEvent> {
                     token: format!("{d}-{id}"),
                     provider: ProviderKind::Sdk,
                     physical_id: None,
+                    properties: None,
                 },
             ));
             let resource = ResourceRecord {
@@ -96,6 +97,7 @@ pub fn history(n: usize) -> Vec<NewEvent> {
                 deploy_id: d.clone(),
                 outputs: [("Url".to_string(), json!("https://example"))].into(),
                 exports: Default::default(),
+                imports: vec![],
             },
         ));
         out.push(NewEvent::new(

@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod deploy;
 mod diff;
 mod state;
 
@@ -14,6 +15,9 @@ use crate::store::{Store, StoreSpec, local_file};
 /// Runs the command and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Deploy(args) => deploy::deploy(&cli.global, args).await,
+        Command::Destroy(args) => deploy::destroy(&cli.global, args).await,
+        Command::Rollback(args) => deploy::rollback(&cli.global, args).await,
         Command::Diff(args) => diff::run(&cli.global, args).await,
         Command::Init => state::init(&cli.global).await,
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,

@@ -76,6 +76,7 @@ fn a_deploy_builds_the_state() {
             token: "d1-A-create".into(),
             provider: ProviderKind::Sdk,
             physical_id: None,
+            properties: None,
         })
         .push(created("d1", record("A", "a-1", &[])))
         .push(created("d1", record("B", "b-1", &["A"])))
@@ -83,6 +84,7 @@ fn a_deploy_builds_the_state() {
             deploy_id: "d1".into(),
             outputs: [("Url".to_string(), json!("https://a-1"))].into(),
             exports: [("app-url".to_string(), json!("https://a-1"))].into(),
+            imports: vec![],
         });
     let s = log.state();
     assert_eq!(s.seq, 5);
@@ -118,6 +120,7 @@ fn an_intent_without_outcome_stays_pending() {
         token: "tok".into(),
         provider: ProviderKind::CloudControl,
         physical_id: None,
+        properties: None,
     });
     let s = log.state();
     assert_eq!(s.pending.len(), 1);
@@ -137,6 +140,7 @@ fn a_failed_deploy_leaves_a_journal_that_rollback_undoes() {
             deploy_id: "d1".into(),
             outputs: Default::default(),
             exports: Default::default(),
+            imports: vec![],
         })
         .push(started("d2"))
         .push(created("d2", record("C", "c-1", &["A"])))
@@ -312,6 +316,7 @@ fn samples() -> Vec<Event> {
             deploy_id: "d1".into(),
             outputs: [("Url".to_string(), json!("u"))].into(),
             exports: [("e".to_string(), json!("u"))].into(),
+            imports: vec![],
         },
         Event::DeployFailed {
             deploy_id: "d1".into(),
@@ -326,6 +331,7 @@ fn samples() -> Vec<Event> {
             token: "d1-Q-create".into(),
             provider: ProviderKind::CloudControl,
             physical_id: None,
+            properties: None,
         },
         Event::ResourceCreated {
             deploy_id: "d1".into(),
@@ -381,6 +387,9 @@ fn samples() -> Vec<Event> {
             deploy_id: "d1".into(),
             complete: false,
             errors: vec![err],
+        },
+        Event::StackDestroyed {
+            deploy_id: "x1".into(),
         },
         Event::ResourceImported {
             import_id: "i1".into(),
@@ -587,6 +596,7 @@ fn simulate(steps: &[Step]) -> Vec<StoredEvent> {
                         token: format!("t{counter}"),
                         provider: ProviderKind::Sdk,
                         physical_id: None,
+                        properties: None,
                     });
                 }
             }
@@ -613,6 +623,7 @@ fn simulate(steps: &[Step]) -> Vec<StoredEvent> {
                     deploy_id: d.clone(),
                     outputs: Default::default(),
                     exports: Default::default(),
+                    imports: vec![],
                 });
                 in_deploy = false;
             }

@@ -1,0 +1,168 @@
+//! The providers of a deploy: the registry of SDK providers, Cloud Control for every
+//! other type, and the custom resource provider.
+
+use std::sync::Arc;
+
+use aws_types::SdkConfig;
+use stackflow_events::event::ProviderKind;
+use stackflow_providers::cloudcontrol::CloudControlProvider;
+use stackflow_providers::custom::CustomResourceProvider;
+use stackflow_providers::provider::{Properties, Provider};
+use stackflow_providers::registry::{Registry, Route, RouteKind};
+use stackflow_providers::sdk;
+
+/// Every provider a deploy can route a resource to.
+#[derive(Clone)]
+pub struct Providers {
+    /// The SDK providers by type, and the routing rules.
+    pub registry: Registry,
+    /// The generic provider.
+    pub cloud_control: Arc<dyn Provider>,
+    /// The custom resource provider, when a bucket for the handlers' answers is set.
+    pub custom: Option<Arc<dyn Provider>>,
+}
+
+impl std::fmt::Debug for Providers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Providers")
+            .field("registry", &self.registry)
+            .field("custom", &self.custom.is_some())
+            .finish()
+    }
+}
+
+/// Where a resource goes, and what to record.
+#[derive(Clone)]
+pub struct Routed {
+    /// The provider.
+    pub provider: Arc<dyn Provider>,
+    /// The kind recorded in state.
+    pub kind: ProviderKind,
+}
+
+impl Providers {
+    /// Every SDK provider of stackflow, Cloud Control, and the custom resource provider
+    /// when `custom_bucket` names the bucket where handlers put their answers.
+    pub fn from_config(config: &SdkConfig, custom_bucket: Option<String>) -> Providers {
+        let mut registry = Registry::new();
+        let ssm = aws_sdk_ssm::Client::new(config);
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(config)
+                .force_path_style(config.endpoint_url().is_some())
+                .build(),
+        );
+        let lambda = aws_sdk_lambda::Client::new(config);
+        let sns = aws_sdk_sns::Client::new(config);
+        registry.register(
+            sdk::ssm::TYPE,
+            Arc::new(sdk::ssm::SsmParameterProvider::new(ssm)),
+        );
+        registry.register(
+            sdk::sqs::TYPE,
+            Arc::new(sdk::sqs::SqsQueueProvider::new(aws_sdk_sqs::Client::new(
+                config,
+            ))),
+        );
+        registry.register(
+            sdk::sns::TYPE,
+            Arc::new(sdk::sns::SnsTopicProvider::new(sns.clone())),
+        );
+        registry.register(
+            sdk::logs::TYPE,
+            Arc::new(sdk::logs::LogGroupProvider::new(
+                aws_sdk_cloudwatchlogs::Client::new(config),
+            )),
+        );
+        registry.register(
+            sdk::dynamodb::TYPE,
+            Arc::new(sdk::dynamodb::DynamoDbTableProvider::new(
+                aws_sdk_dynamodb::Client::new(config),
+            )),
+        );
+        registry.register(
+            sdk::s3::TYPE,
+            Arc::new(sdk::s3::S3BucketProvider::new(s3.clone())),
+        );
+        registry.register(
+            sdk::iam::TYPE,
+            Arc::new(sdk::iam::IamRoleProvider::new(aws_sdk_iam::Client::new(
+                config,
+            ))),
+        );
+        registry.register(
+            sdk::lambda::TYPE,
+            Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
+        );
+        let cloud_control = Arc::new(CloudControlProvider::new(
+            aws_sdk_cloudcontrol::Client::new(config),
+        ));
+        let custom = custom_bucket.map(|bucket| {
+            Arc::new(CustomResourceProvider::new(lambda, sns, s3, bucket)) as Arc<dyn Provider>
+        });
+        Providers {
+            registry,
+            cloud_control,
+            custom,
+        }
+    }
+
+    /// The provider of a resource of `resource_type` with `properties`, given the kind
+    /// recorded by an earlier deploy. `Err` says why none can take it.
+    pub fn route(
+        &self,
+        resource_type: &str,
+        properties: &Properties,
+        recorded: Option<ProviderKind>,
+    ) -> Result<Routed, String> {
+        let recorded = recorded.and_then(|k| match k {
+            ProviderKind::Sdk => Some(RouteKind::Sdk),
+            ProviderKind::CloudControl => Some(RouteKind::CloudControl),
+            ProviderKind::Custom => Some(RouteKind::Custom),
+            ProviderKind::NestedStack => None,
+        });
+        match self.registry.route(resource_type, properties, recorded) {
+            Some(Route::Sdk(provider)) => Ok(Routed {
+                provider,
+                kind: ProviderKind::Sdk,
+            }),
+            Some(Route::CloudControl) => Ok(Routed {
+                provider: self.cloud_control.clone(),
+                kind: ProviderKind::CloudControl,
+            }),
+            Some(Route::Custom) => match &self.custom {
+                Some(provider) => Ok(Routed {
+                    provider: provider.clone(),
+                    kind: ProviderKind::Custom,
+                }),
+                None => Err(format!(
+                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: pass --bucket NAME (or set STACKFLOW_BUCKET)"
+                )),
+            },
+            None => Err(format!(
+                "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it"
+            )),
+        }
+    }
+
+    /// The provider that made a recorded resource (for updates, deletes and undo).
+    pub fn for_recorded(
+        &self,
+        resource_type: &str,
+        kind: ProviderKind,
+    ) -> Result<Arc<dyn Provider>, String> {
+        match kind {
+            ProviderKind::Sdk => self
+                .registry
+                .sdk_provider(resource_type)
+                .cloned()
+                .ok_or_else(|| format!("no SDK provider for {resource_type} any more")),
+            ProviderKind::CloudControl => Ok(self.cloud_control.clone()),
+            ProviderKind::Custom => self.custom.clone().ok_or_else(|| {
+                format!(
+                    "{resource_type} is a custom resource: pass --bucket NAME (or set STACKFLOW_BUCKET) so that its handler can answer"
+                )
+            }),
+            ProviderKind::NestedStack => Err("a nested stack has no provider".into()),
+        }
+    }
+}
