@@ -141,6 +141,11 @@ pub struct DiffArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Read other stacks' exports and outputs only from stackflow's own records, never
+    /// from CloudFormation
+    #[arg(long)]
+    pub no_cfn_fallback: bool,
+
     /// Exit 1 when the deploy would change anything
     #[arg(long)]
     pub fail: bool,

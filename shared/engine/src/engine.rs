@@ -318,10 +318,44 @@ impl<S: EventStore + 'static> Engine<S> {
         &self,
         input: &StackInput,
         rec: &Recorder<S>,
+        strict: bool,
     ) -> Result<(Answers, Vec<String>), EngineError> {
+        // A failed lookup stops a deploy; a plan shows the value as known after deploy.
+        let soft = |e: EngineError| -> Result<(), EngineError> {
+            if strict {
+                Err(e)
+            } else {
+                self.note(&input.name, &format!("{e} (shown as known after deploy)"));
+                Ok(())
+            }
+        };
         let mut answers = Answers::default();
         let mut tried = Questions::default();
         let mut imports: BTreeSet<String> = BTreeSet::new();
+        // `Fn::GetAZs` can sit where plan mode stops early (inside a value that is not known
+        // yet), so its regions are also found by reading the template.
+        let mut regions = BTreeSet::new();
+        for r in input.template.resources.values() {
+            get_azs_regions(
+                &Value::Object(r.properties.clone()),
+                &input.pseudo.region,
+                &mut regions,
+            );
+        }
+        for o in input.template.outputs.values() {
+            get_azs_regions(&o.value, &input.pseudo.region, &mut regions);
+        }
+        for region in regions {
+            match self.lookups.availability_zones(&region).await {
+                Ok(zones) => {
+                    answers.zones.insert(region, zones);
+                }
+                Err(e) => soft(EngineError::Other(format!(
+                    "{}: Fn::GetAZs needs {e}",
+                    input.source
+                )))?,
+            }
+        }
         for _ in 0..4 {
             let asked = {
                 let state = rec.state();
@@ -363,22 +397,27 @@ impl<S: EventStore + 'static> Engine<S> {
                 break;
             }
             for region in &missing.regions {
-                let zones = self.lookups.availability_zones(region).await.map_err(|e| {
-                    EngineError::Other(format!("{}: Fn::GetAZs needs {e}", input.source))
-                })?;
-                answers.zones.insert(region.clone(), zones);
+                match self.lookups.availability_zones(region).await {
+                    Ok(zones) => {
+                        answers.zones.insert(region.clone(), zones);
+                    }
+                    Err(e) => soft(EngineError::Other(format!(
+                        "{}: Fn::GetAZs needs {e}",
+                        input.source
+                    )))?,
+                }
             }
             for name in &missing.exports {
                 if let Some(v) = self.find_export(&input.name, name).await? {
                     answers.exports.insert(name.clone(), v);
-                } else if self.cloudformation_fallback
-                    && let Some(v) = self
-                        .lookups
-                        .cloudformation_export(name)
-                        .await
-                        .map_err(|e| EngineError::Other(e.to_string()))?
-                {
-                    answers.exports.insert(name.clone(), v);
+                } else if self.cloudformation_fallback {
+                    match self.lookups.cloudformation_export(name).await {
+                        Ok(Some(v)) => {
+                            answers.exports.insert(name.clone(), v);
+                        }
+                        Ok(None) => {}
+                        Err(e) => soft(EngineError::Other(e.to_string()))?,
+                    }
                 }
             }
             for r in &missing.outputs {
@@ -391,11 +430,15 @@ impl<S: EventStore + 'static> Engine<S> {
                 };
                 let v = match own {
                     Some(v) => Some(v),
-                    None if self.cloudformation_fallback => self
-                        .lookups
-                        .cloudformation_output(r)
-                        .await
-                        .map_err(|e| EngineError::Other(e.to_string()))?,
+                    None if self.cloudformation_fallback => {
+                        match self.lookups.cloudformation_output(r).await {
+                            Ok(v) => v,
+                            Err(e) => {
+                                soft(EngineError::Other(e.to_string()))?;
+                                None
+                            }
+                        }
+                    }
                     None => None,
                 };
                 if let Some(v) = v {
@@ -403,13 +446,12 @@ impl<S: EventStore + 'static> Engine<S> {
                 }
             }
             for name in &missing.ssm {
-                if let Some(v) = self
-                    .lookups
-                    .ssm_parameter(name)
-                    .await
-                    .map_err(|e| EngineError::Other(e.to_string()))?
-                {
-                    answers.ssm.insert(name.clone(), v);
+                match self.lookups.ssm_parameter(name).await {
+                    Ok(Some(v)) => {
+                        answers.ssm.insert(name.clone(), v);
+                    }
+                    Ok(None) => {}
+                    Err(e) => soft(EngineError::Other(e.to_string()))?,
                 }
             }
             tried.regions.extend(missing.regions);
@@ -418,6 +460,23 @@ impl<S: EventStore + 'static> Engine<S> {
             tried.ssm.extend(missing.ssm);
         }
         Ok((answers, imports.into_iter().collect()))
+    }
+
+    /// What a deploy of `input` would do now: the same lookups and the same recorded
+    /// state a deploy uses, without taking the lock or calling anything that writes.
+    pub async fn plan_only(&self, input: &StackInput) -> Result<Plan, EngineError> {
+        let recorder = Recorder::load(self.store.clone(), self.stream(&input.name)).await?;
+        let (answers, _) = self.gather(input, &recorder, false).await?;
+        let state = recorder.state().to_current_state();
+        plan(&PlanInput {
+            stack: &input.name,
+            template: &input.template,
+            parameters: &input.parameters,
+            pseudo: &input.pseudo,
+            state: &state,
+            env: &answers,
+        })
+        .map_err(|e| EngineError::Template(e.in_file(&input.source)))
     }
 
     /// An export recorded by another stackflow stack of this region.
@@ -499,6 +558,24 @@ impl<S: EventStore + 'static> Engine<S> {
         let (v, resolution) = dynref::resolve(&Value::Object(props.clone()), &lookup)
             .map_err(|e| ("InvalidRequest".to_string(), e.to_string()))?;
         Ok((as_map(v), resolution))
+    }
+}
+
+/// The regions `Fn::GetAZs` asks for in `v`: a literal region, or the stack's region for
+/// `""` and any expression.
+fn get_azs_regions(v: &Value, own: &str, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(arg) = m.get("Fn::GetAZs") {
+                match arg {
+                    Value::String(r) if !r.is_empty() => out.insert(r.clone()),
+                    _ => out.insert(own.to_string()),
+                };
+            }
+            m.values().for_each(|x| get_azs_regions(x, own, out));
+        }
+        Value::Array(items) => items.iter().for_each(|x| get_azs_regions(x, own, out)),
+        _ => {}
     }
 }
 
@@ -611,7 +688,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         let stream = engine.stream(&input.name);
         let recorder = Recorder::load(engine.store.clone(), stream).await?;
         let input = Arc::new(input);
-        let (answers, imports) = engine.gather(&input, &recorder).await?;
+        let (answers, imports) = engine.gather(&input, &recorder, true).await?;
         let secrets = input.parameters.secret_values();
 
         let plan_now = |recorder: &Recorder<S>, answers: &Answers| -> Result<Plan, EngineError> {

@@ -213,25 +213,46 @@ fn stop_on_ctrl_c() -> watch::Receiver<bool> {
     rx
 }
 
-struct Setup {
-    engine: Arc<Engine<Store>>,
-    region: String,
-    account_id: Option<String>,
+pub struct Setup {
+    pub engine: Arc<Engine<Store>>,
+    pub region: String,
+    pub account_id: Option<String>,
 }
 
 async fn setup(global: &GlobalArgs, cfn_fallback: bool, verbose: u8) -> anyhow::Result<Setup> {
+    setup_with(
+        global,
+        cfn_fallback,
+        verbose,
+        None,
+        Some("values that use AWS::AccountId cannot be resolved"),
+    )
+    .await
+}
+
+/// The engine, on `store` when given (else the configured one).
+pub async fn setup_with(
+    global: &GlobalArgs,
+    cfn_fallback: bool,
+    verbose: u8,
+    store: Option<Store>,
+    account_note: Option<&str>,
+) -> anyhow::Result<Setup> {
     let config = aws::load(global).await;
     let region = aws::region(&config)?;
     let account = aws::account_id(&config);
-    let store = Store::open(&global.store, &config, global.store_bucket.clone())?;
+    let store = match store {
+        Some(s) => s,
+        None => Store::open(&global.store, &config, global.store_bucket.clone())?,
+    };
     let providers = Providers::from_config(&config, global.store_bucket.clone());
     let lookups = Arc::new(AwsLookups::new(&config));
     let account_id = match account.await {
         Ok(id) => Some(id),
         Err(why) => {
-            eprintln!(
-                "note: the AWS account is unknown ({why}); templates that use AWS::AccountId cannot deploy"
-            );
+            if let Some(what) = account_note {
+                eprintln!("note: the AWS account is unknown ({why}); {what}");
+            }
             None
         }
     };

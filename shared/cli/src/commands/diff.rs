@@ -4,15 +4,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use indexmap::IndexMap;
-use stackflow_core::intrinsics::{EmptyEnvironment, Pseudo, bind_parameters};
-use stackflow_core::plan::{CurrentState, Plan, PlanInput, plan};
+use stackflow_core::intrinsics::{Pseudo, bind_parameters};
+use stackflow_core::plan::Plan;
 use stackflow_core::template::{StackTemplate, load_path};
+use stackflow_engine::stack::StackInput;
 
 use crate::args::{DiffArgs, GlobalArgs};
-use stackflow_events::{StreamId, load_state};
-
+use crate::render;
 use crate::store::{Store, StoreSpec, local_file};
-use crate::{aws, render};
 
 /// Picks the stacks to work on: every stack of a cdk.out, or the ones named with
 /// `--stack`; for a single template, `--stack` renames it.
@@ -60,50 +59,37 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         bound.push(parameters);
     }
 
-    let config = aws::load(global).await;
-    let region = aws::region(&config)?;
-    let account_id = match aws::account_id(&config).await {
-        Ok(id) => Some(id),
-        Err(why) => {
-            if !args.json {
-                eprintln!(
-                    "note: the AWS account is unknown ({why}); values that use AWS::AccountId show as known after deploy"
-                );
-            }
-            None
-        }
-    };
-
     // A diff never creates a store: a local store that does not exist yet holds nothing.
     let store = match &global.store {
-        StoreSpec::Local(dir) if !local_file(dir).exists() => None,
-        spec => Some(Store::open(spec, &config, global.store_bucket.clone())?),
+        StoreSpec::Local(dir) if !local_file(dir).exists() => Some(Store::Local(
+            stackflow_events::sqlite::SqliteStore::open_in_memory()?,
+        )),
+        _ => None,
     };
+    let setup = super::deploy::setup_with(
+        global,
+        !args.no_cfn_fallback,
+        global.verbose,
+        store,
+        (!args.json).then_some("values that use AWS::AccountId show as known after deploy"),
+    )
+    .await?;
     let mut plans: Vec<Plan> = Vec::new();
-    for (stack, parameters) in stacks.iter().zip(&bound) {
-        let pseudo = Pseudo {
-            region: region.clone(),
-            account_id: account_id.clone(),
-            stack_name: stack.name.clone(),
-            stack_id: None,
-        };
-        let state = match &store {
-            Some(store) => load_state(store, &StreamId::new(&region, &stack.name))
-                .await?
-                .to_current_state(),
-            // No store yet: nothing was ever deployed from here.
-            None => CurrentState::default(),
-        };
-        let p = plan(&PlanInput {
-            stack: &stack.name,
-            template: &stack.template,
+    for (stack, parameters) in stacks.iter().zip(bound) {
+        let input = StackInput {
+            pseudo: Pseudo {
+                region: setup.region.clone(),
+                account_id: setup.account_id.clone(),
+                stack_name: stack.name.clone(),
+                stack_id: None,
+            },
+            name: stack.name.clone(),
+            source: stack.file.display().to_string(),
+            template: stack.template.clone(),
             parameters,
-            pseudo: &pseudo,
-            state: &state,
-            env: &EmptyEnvironment,
-        })
-        .map_err(|e| e.in_file(stack.file.display()))?;
-        plans.push(p);
+            nested: stack.nested.clone(),
+        };
+        plans.push(setup.engine.plan_only(&input).await?);
     }
 
     if args.json {
