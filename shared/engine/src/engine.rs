@@ -2247,7 +2247,6 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     let stack = input.name.clone();
     let (deployment, mut report) = Deployment::begin(engine.clone(), input, options).await?;
     let Some(deployment) = deployment else {
-        engine.note(&stack, "no changes: nothing to do, no AWS call made");
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     };
