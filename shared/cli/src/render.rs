@@ -362,6 +362,12 @@ pub fn report(r: &stackflow_engine::StackReport, operation: &str) -> String {
                 );
             }
         }
+    } else if r.status == StackStatus::Interrupted && operation == "deploy" {
+        let _ = writeln!(
+            out,
+            "  stopped before the end: what it did is recorded; run `stackflow rollback --stack {}` to undo it, or deploy again to continue",
+            r.stack
+        );
     } else if r.status == StackStatus::Failed && operation == "deploy" {
         let _ = writeln!(
             out,

@@ -761,6 +761,23 @@ impl<S: EventStore + 'static> Deployment<S> {
             }
             recorder.reload().await?;
         }
+        if let Some(note) = {
+            let s = recorder.state();
+            match &s.last_deploy {
+                Some(d)
+                    if matches!(d.status, DeployStatus::Failed | DeployStatus::InProgress)
+                        && s.journal.to_undo().next().is_some() =>
+                {
+                    Some(format!(
+                        "the last deploy {} did not finish and was not rolled back; this deploy continues from what it left",
+                        d.deploy_id
+                    ))
+                }
+                _ => None,
+            }
+        } {
+            engine.note(&input.name, &note);
+        }
         engine
             .take_lock(&recorder, format!("{deploy_id}/started"), started, holder)
             .await?;
@@ -1347,11 +1364,13 @@ impl<S: EventStore + 'static> Deployment<S> {
     }
 
     /// **Fail** handler: records the failure; then the journal is undone (unless
-    /// `--no-rollback`) and the lock released.
+    /// `--no-rollback`, or `roll_back` is false: a deploy the user stopped) and the lock
+    /// released.
     pub async fn fail(
         &self,
         first: Option<&Failure>,
         why: &str,
+        roll_back: bool,
     ) -> Result<Option<RollbackReport>, EngineError> {
         let (error, logical_id) = match first {
             Some(f) => (f.error.clone(), Some(f.logical_id.clone())),
@@ -1374,7 +1393,7 @@ impl<S: EventStore + 'static> Deployment<S> {
                 &self.holds(),
             )
             .await?;
-        let rollback = if self.options.no_rollback {
+        let rollback = if self.options.no_rollback || !roll_back {
             None
         } else {
             let rollback = Rollback {
@@ -2413,8 +2432,12 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         } else {
             "failed"
         };
-        report.rollback = deployment.fail(first.as_ref(), why).await?;
-        report.status = if report.failures.is_empty() {
+        // A deploy the user stopped is not rolled back: what it did stays recorded, for
+        // `stackflow rollback` or the next deploy.
+        report.rollback = deployment
+            .fail(first.as_ref(), why, !stopped_by_user)
+            .await?;
+        report.status = if stopped_by_user {
             StackStatus::Interrupted
         } else {
             StackStatus::Failed

@@ -61,8 +61,8 @@ struct Printer {
 
 #[derive(Default)]
 struct PrinterState {
-    total: usize,
-    done: usize,
+    /// Per stack (nested stacks run inside their parent's deploy): actions, finished.
+    counts: IndexMap<String, (usize, usize)>,
     running: IndexMap<String, String>,
     shown_live: bool,
 }
@@ -94,11 +94,13 @@ impl Printer {
         } else {
             String::new()
         };
+        let (total, done) = s
+            .counts
+            .values()
+            .fold((0, 0), |(t, d), (a, b)| (t + a, d + b));
         let _ = write!(
             err,
-            "  … [{}/{}] running {}{extra}",
-            s.done,
-            s.total,
+            "  … [{done}/{total}] running {}{extra}",
             names.join(", ")
         );
         s.shown_live = true;
@@ -116,9 +118,7 @@ impl Progress for Printer {
                 operation,
                 total,
             } => {
-                s.total = total;
-                s.done = 0;
-                s.running.clear();
+                s.counts.insert(stack.to_string(), (total, 0));
                 let _ = writeln!(err, "{operation} {stack}: {total} actions");
             }
             ProgressEvent::ResourceStarted {
@@ -134,12 +134,12 @@ impl Progress for Printer {
                 }
             }
             ProgressEvent::ResourceFinished {
+                stack,
                 logical_id,
                 resource_type,
                 outcome,
                 seconds,
                 detail,
-                ..
             } => {
                 s.running.shift_remove(logical_id);
                 let mark = match outcome {
@@ -152,8 +152,9 @@ impl Progress for Printer {
                 let counter = if outcome == "recovered" {
                     "recovered".to_string()
                 } else {
-                    s.done += 1;
-                    format!("{}/{}", s.done, s.total)
+                    let c = s.counts.entry(stack.to_string()).or_default();
+                    c.1 += 1;
+                    format!("{}/{}", c.1, c.0)
                 };
                 let detail = detail.map(|d| format!(": {d}")).unwrap_or_default();
                 let _ = writeln!(
