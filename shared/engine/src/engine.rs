@@ -2735,3 +2735,104 @@ fn destroy_boxed<S: EventStore + 'static>(
     let stack = stack.to_string();
     Box::pin(async move { destroy_stack(engine, &stack, options).await })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use stackflow_events::projection::{Predecessor, ResourceState, StackState};
+
+    fn resource(deps: &[&str]) -> ResourceState {
+        ResourceState {
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: "p".into(),
+            properties: Map::new(),
+            attributes: IndexMap::new(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            provider: ProviderKind::Sdk,
+            deletion_policy: None,
+            update_replace_policy: None,
+            baseline: None,
+            imported: false,
+        }
+    }
+
+    #[test]
+    fn cleanup_deletes_dependents_first_and_predecessors_after_what_used_them() {
+        let mut s = StackState::default();
+        s.resources.insert("A".into(), resource(&[]));
+        s.resources.insert("B".into(), resource(&["A"]));
+        s.resources.insert("C".into(), resource(&["B"]));
+        s.resources.insert("X".into(), resource(&[]));
+        // X was replaced; the old X was used by removed C... C depends on X's old self.
+        s.resources
+            .get_mut("C")
+            .unwrap()
+            .dependencies
+            .push("X".into());
+        s.predecessors.insert(
+            "old-x".into(),
+            Predecessor {
+                logical_id: "X".into(),
+                deploy_id: "d1".into(),
+                resource: resource(&[]),
+            },
+        );
+        let removed: Vec<String> = ["A", "B", "C"].iter().map(|s| s.to_string()).collect();
+        let (items, tasks) = cleanup_graph(&s, &removed);
+        assert_eq!(items.len(), 4);
+        let deps = |id: &str| {
+            let mut d = tasks.iter().find(|t| t.id == id).unwrap().deps.clone();
+            d.sort();
+            d
+        };
+        // A waits for B (B depended on A); B for C; the old X for C.
+        assert_eq!(deps("A"), vec!["B".to_string()]);
+        assert_eq!(deps("B"), vec!["C".to_string()]);
+        assert!(deps("C").is_empty());
+        assert_eq!(deps("predecessor:old-x"), vec!["C".to_string()]);
+    }
+
+    #[test]
+    fn get_azs_regions_are_found_anywhere() {
+        let mut out = BTreeSet::new();
+        let v = json!({
+            "A": {"Fn::Select": [0, {"Fn::GetAZs": ""}]},
+            "B": [{"Fn::GetAZs": "eu-west-1"}],
+            "C": {"Fn::GetAZs": {"Ref": "AWS::Region"}},
+            "D": "Fn::GetAZs"
+        });
+        get_azs_regions(&v, "us-east-1", &mut out);
+        assert_eq!(
+            out.into_iter().collect::<Vec<_>>(),
+            vec!["eu-west-1".to_string(), "us-east-1".to_string()]
+        );
+    }
+
+    #[test]
+    fn ids_are_unique_and_readable() {
+        let a = new_id("d");
+        let b = new_id("d");
+        assert_ne!(a, b);
+        assert!(a.starts_with("d-2"), "{a}");
+        assert_eq!(a.len(), "d-".len() + 14 + 1 + 8, "{a}");
+    }
+
+    #[test]
+    fn retain_policies_keep_the_resource() {
+        assert!(keeps(Some(Policy::Retain)));
+        assert!(keeps(Some(Policy::RetainExceptOnCreate)));
+        assert!(keeps(Some(Policy::Snapshot)));
+        assert!(!keeps(Some(Policy::Delete)));
+        assert!(!keeps(None));
+    }
+
+    #[test]
+    fn masks_cover_noecho_values_in_messages() {
+        let secrets = vec!["hunter2".to_string()];
+        assert_eq!(
+            mask_text("bad value hunter2 for Password", None, &secrets),
+            "bad value **** for Password"
+        );
+    }
+}
