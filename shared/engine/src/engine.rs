@@ -53,7 +53,7 @@ pub enum EngineError {
 }
 
 /// How one stack's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StackStatus {
     /// Nothing to do; no AWS write call was made.
@@ -612,8 +612,29 @@ pub struct Deployment<S> {
     pub options: DeployOptions,
 }
 
+/// A planned deploy, as stored for tasks that run elsewhere (Step Functions): everything a
+/// handler needs to rebuild its [`Deployment`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct PlanDocument {
+    /// The stack.
+    pub input: StackInput,
+    /// The deploy id.
+    pub deploy_id: String,
+    /// The plan.
+    pub plan: Plan,
+    /// The lookups' answers.
+    pub answers: Answers,
+    /// Exports of other stacks the template imports.
+    pub imports: Vec<String>,
+    /// Keep what a failed deploy did.
+    pub no_rollback: bool,
+    /// At most this many actions at once.
+    pub concurrency: usize,
+}
+
 /// What a resource handler did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", content = "reason", rename_all = "kebab-case")]
 pub enum Done {
     /// Created.
     Created,
@@ -646,7 +667,8 @@ impl Done {
 type Results = Arc<std::sync::Mutex<Vec<(String, Result<Done, Failure>)>>>;
 
 /// One cleanup action.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "kebab-case")]
 pub enum Cleanup {
     /// Delete a resource the template no longer has.
     Removed(String),
@@ -655,7 +677,8 @@ pub enum Cleanup {
 }
 
 impl Cleanup {
-    fn task_id(&self) -> String {
+    /// The id of its task in the cleanup graph.
+    pub fn task_id(&self) -> String {
         match self {
             Cleanup::Removed(id) => id.clone(),
             Cleanup::Predecessor(p) => format!("predecessor:{p}"),
@@ -664,6 +687,69 @@ impl Cleanup {
 }
 
 impl<S: EventStore + 'static> Deployment<S> {
+    /// The document that lets another process resume this deploy.
+    pub fn document(&self) -> PlanDocument {
+        PlanDocument {
+            input: (*self.input).clone(),
+            deploy_id: self.deploy_id.clone(),
+            plan: self.plan.clone(),
+            answers: self.answers.clone(),
+            imports: self.imports.clone(),
+            no_rollback: self.options.no_rollback,
+            concurrency: self.options.concurrency,
+        }
+    }
+
+    /// Rebuilds a deploy planned elsewhere, with the stack's state as it is now.
+    pub async fn resume(
+        engine: Arc<Engine<S>>,
+        doc: PlanDocument,
+    ) -> Result<Deployment<S>, EngineError> {
+        let recorder = Recorder::load(engine.store.clone(), engine.stream(&doc.input.name)).await?;
+        let mut options = DeployOptions::new();
+        options.no_rollback = doc.no_rollback;
+        options.concurrency = doc.concurrency;
+        let secrets = doc.input.parameters.secret_values();
+        Ok(Deployment {
+            engine,
+            conditions: doc.plan.conditions.clone(),
+            input: Arc::new(doc.input),
+            deploy_id: doc.deploy_id,
+            recorder,
+            plan: doc.plan,
+            answers: doc.answers,
+            imports: doc.imports,
+            secrets,
+            options,
+        })
+    }
+
+    /// The provision actions in the order they may start, each with the actions it waits
+    /// for.
+    pub fn provision_tasks(&self) -> Vec<Task> {
+        let active: BTreeSet<&str> = self
+            .plan
+            .resources
+            .iter()
+            .filter(|r| matches!(r.action, Action::Create | Action::Update | Action::Replace))
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        self.plan
+            .resources
+            .iter()
+            .filter(|r| active.contains(r.logical_id.as_str()))
+            .map(|r| {
+                Task::new(
+                    r.logical_id.clone(),
+                    r.depends_on
+                        .iter()
+                        .filter(|x| active.contains(x.as_str()))
+                        .cloned(),
+                )
+            })
+            .collect()
+    }
+
     fn stack(&self) -> &str {
         &self.input.name
     }
@@ -2271,25 +2357,7 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     };
     let deployment = Arc::new(deployment);
     let d = &deployment;
-    let actions: Vec<&stackflow_core::plan::ResourcePlan> = d
-        .plan
-        .resources
-        .iter()
-        .filter(|r| matches!(r.action, Action::Create | Action::Update | Action::Replace))
-        .collect();
-    let active: BTreeSet<&str> = actions.iter().map(|r| r.logical_id.as_str()).collect();
-    let tasks: Vec<Task> = actions
-        .iter()
-        .map(|r| {
-            Task::new(
-                r.logical_id.clone(),
-                r.depends_on
-                    .iter()
-                    .filter(|x| active.contains(x.as_str()))
-                    .cloned(),
-            )
-        })
-        .collect();
+    let tasks = d.provision_tasks();
     let planned_cleanups = d
         .plan
         .resources

@@ -5,6 +5,7 @@
 //! in-process. The Step Functions tasks reuse the same handlers.
 
 pub mod aws_lookups;
+pub mod definitions;
 pub mod engine;
 pub mod lookups;
 pub mod progress;
@@ -12,6 +13,8 @@ pub mod providers;
 pub mod recorder;
 pub mod schedule;
 pub mod stack;
+pub mod tasks;
+pub mod worker;
 
 pub use engine::{
     DeployOptions, Engine, EngineError, StackReport, StackStatus, deploy_stack, destroy_stack,

@@ -87,7 +87,7 @@ impl Questions {
 }
 
 /// The answers to a template's lookups; an [`Environment`] for everything but resources.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Answers {
     /// Availability zones by region.
     pub zones: IndexMap<String, Vec<String>>,

@@ -135,7 +135,7 @@ impl Providers {
                     kind: ProviderKind::Custom,
                 }),
                 None => Err(format!(
-                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: pass --bucket NAME (or set STACKFLOW_BUCKET)"
+                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
                 )),
             },
             None => Err(format!(
@@ -159,7 +159,7 @@ impl Providers {
             ProviderKind::CloudControl => Ok(self.cloud_control.clone()),
             ProviderKind::Custom => self.custom.clone().ok_or_else(|| {
                 format!(
-                    "{resource_type} is a custom resource: pass --bucket NAME (or set STACKFLOW_BUCKET) so that its handler can answer"
+                    "{resource_type} is a custom resource: pass --store-bucket NAME (or set STACKFLOW_BUCKET) so that its handler can answer"
                 )
             }),
             ProviderKind::NestedStack => Err("a nested stack has no provider".into()),

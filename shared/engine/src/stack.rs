@@ -11,7 +11,7 @@ use stackflow_events::projection::StackState;
 use crate::lookups::Answers;
 
 /// What a deploy of one stack starts from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StackInput {
     /// The stack name.
     pub name: String,

@@ -10,7 +10,7 @@ use crate::error::{ErrorKind, Path, Result, TemplateError};
 use crate::template::{Parameter, Template};
 
 /// The parameter values of one deploy, checked against the template's declarations.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BoundParameters {
     values: IndexMap<String, Value>,
     no_echo: HashSet<String>,

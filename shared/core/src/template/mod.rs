@@ -33,7 +33,7 @@ pub struct StackTemplate {
 }
 
 /// The template of a nested stack (`AWS::CloudFormation::Stack`) found in a cloud assembly.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NestedTemplate {
     /// The file the template was read from.
     pub file: PathBuf,

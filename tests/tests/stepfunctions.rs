@@ -1,0 +1,324 @@
+//! Deploys as Step Functions executions: the definitions of `infra/` created in the
+//! emulator with each task pointed at an activity, and `stackflow worker`'s loop (run here
+//! in-process) polling those activities and running the same handlers as the embedded
+//! engine.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use serde_json::{Value, json};
+use stackflow_core::intrinsics::{Pseudo, bind_parameters};
+use stackflow_core::template::{Template, load_path};
+use stackflow_engine::Engine;
+use stackflow_engine::aws_lookups::AwsLookups;
+use stackflow_engine::definitions::{self, Target};
+use stackflow_engine::progress::Silent;
+use stackflow_engine::providers::Providers;
+use stackflow_engine::stack::StackInput;
+use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
+use stackflow_engine::worker::{Worker, ensure_activities};
+use stackflow_events::sqlite::SqliteStore;
+use stackflow_events::{StreamId, load_state};
+use stackflow_tests::{Emulator, unique_name};
+use tokio::sync::watch;
+
+struct Rig {
+    sfn: aws_sdk_sfn::Client,
+    s3: aws_sdk_s3::Client,
+    sqs: aws_sdk_sqs::Client,
+    bucket: String,
+    store: Arc<SqliteStore>,
+    machines: BTreeMap<&'static str, String>,
+    stop: watch::Sender<bool>,
+}
+
+async fn rig(workers: usize) -> Rig {
+    let emu = Emulator::shared().await;
+    let config = emu.sdk_config().await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let s3 = emu.s3().await;
+    let bucket = unique_name("sf-engine").to_lowercase();
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let dir = std::env::temp_dir().join(unique_name("sf-store"));
+    let store = Arc::new(SqliteStore::open(dir.join("events.db")).unwrap());
+    let engine = Arc::new(Engine {
+        store: store.clone(),
+        providers: Providers::from_config(&config, Some(bucket.clone())),
+        lookups: Arc::new(AwsLookups::new(&config)),
+        region: "us-east-1".into(),
+        who: "worker-test".into(),
+        cloudformation_fallback: false,
+        progress: Arc::new(Silent),
+        stale: Arc::new(|_| false),
+    });
+    let tasks = Arc::new(Tasks {
+        engine,
+        s3: s3.clone(),
+        sfn: sfn.clone(),
+        bucket: bucket.clone(),
+    });
+    let prefix = unique_name("sf");
+    let activities = ensure_activities(&sfn, &prefix).await.unwrap();
+    let mut machines = BTreeMap::new();
+    for (name, def) in definitions::ALL {
+        let text = definitions::render(def, &Target::Activities(activities.clone(), 20)).unwrap();
+        let arn = sfn
+            .create_state_machine()
+            .name(format!("{prefix}-{name}"))
+            .definition(text)
+            .role_arn("arn:aws:iam::123456789012:role/stackflow-engine")
+            .send()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "CreateStateMachine {name}: {}",
+                    aws_sdk_sfn::error::DisplayErrorContext(e)
+                )
+            })
+            .state_machine_arn;
+        machines.insert(*name, arn);
+    }
+    let (stop, rx) = watch::channel(false);
+    for i in 0..workers {
+        let worker = Worker {
+            tasks: tasks.clone(),
+            sfn: sfn.clone(),
+            activities: activities.clone(),
+            name: format!("test-worker-{i}"),
+            per_task: 8,
+            heartbeat: Duration::from_secs(5),
+        };
+        tokio::spawn(worker.run(rx.clone()));
+    }
+    Rig {
+        sfn,
+        s3,
+        sqs: aws_sdk_sqs::Client::new(&config),
+        bucket,
+        store,
+        machines,
+        stop,
+    }
+}
+
+fn input(stack: &str, template: Template) -> StackInput {
+    let parameters = bind_parameters(&template, &Default::default()).unwrap();
+    StackInput {
+        name: stack.into(),
+        source: format!("{stack}.yaml"),
+        template,
+        parameters,
+        pseudo: Pseudo {
+            region: "us-east-1".into(),
+            account_id: Some("123456789012".into()),
+            stack_name: stack.into(),
+            stack_id: None,
+        },
+        nested: Default::default(),
+    }
+}
+
+fn template(v: Value) -> Template {
+    Template::from_value(&v).unwrap()
+}
+
+impl Rig {
+    /// Uploads the input, starts `machine` and waits for its end: (status, output or error).
+    async fn run(&self, machine: &str, execution_input: Value) -> (ExecutionStatus, Value, String) {
+        let arn = self
+            .sfn
+            .start_execution()
+            .state_machine_arn(&self.machines[machine])
+            .name(unique_name("x"))
+            .input(execution_input.to_string())
+            .send()
+            .await
+            .unwrap()
+            .execution_arn;
+        for _ in 0..1200 {
+            let d = self
+                .sfn
+                .describe_execution()
+                .execution_arn(&arn)
+                .send()
+                .await
+                .unwrap();
+            if d.status != ExecutionStatus::Running {
+                let output = d
+                    .output
+                    .as_deref()
+                    .and_then(|o| serde_json::from_str(o).ok())
+                    .unwrap_or(Value::Null);
+                let mut error = format!("{:?}: {:?}", d.error, d.cause);
+                if std::env::var("STACKFLOW_TEST_HISTORY").is_ok() {
+                    let h = self
+                        .sfn
+                        .get_execution_history()
+                        .execution_arn(&arn)
+                        .max_results(1000)
+                        .send()
+                        .await
+                        .unwrap();
+                    for e in h.events() {
+                        error.push_str(&format!("\n{:?}", e));
+                    }
+                }
+                return (d.status, output, error);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("execution {arn} did not end in 2 minutes");
+    }
+
+    async fn deploy(&self, stack: &StackInput) -> (ExecutionStatus, Value, String) {
+        let key = format!("inputs/{}/{}.json", stack.name, unique_name("in"));
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .body(serde_json::to_vec(stack).unwrap().into())
+            .send()
+            .await
+            .unwrap();
+        let req = DeployRequest {
+            stack: stack.name.clone(),
+            input_key: key,
+            no_rollback: false,
+            concurrency: 10,
+        };
+        self.run("deploy", serde_json::to_value(req).unwrap()).await
+    }
+
+    async fn queue_exists(&self, url: &str) -> bool {
+        self.sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .send()
+            .await
+            .is_ok()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deploy_failing_deploy_and_destroy_run_as_executions() {
+    let rig = rig(2).await;
+    let stack = unique_name("SfnApp");
+    // A chain and a fan-out: C waits for B, which waits for A; D and E are free.
+    let v1 = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+            "C": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "B"}}},
+            "D": {"Type": "AWS::SQS::Queue"},
+            "E": {"Type": "AWS::SNS::Topic"}
+        },
+        "Outputs": {"QueueUrl": {"Value": {"Ref": "A"}}}
+    }));
+    let (status, _, error) = rig.deploy(&input(&stack, v1.clone())).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let stream = StreamId::new("us-east-1", &stack);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 5);
+    assert!(state.lock.is_none(), "the lock is released");
+    let queue = state.outputs["QueueUrl"].as_str().unwrap().to_string();
+    assert!(rig.queue_exists(&queue).await);
+    assert_eq!(
+        state.resources["C"].properties["Value"],
+        json!(state.resources["B"].physical_id)
+    );
+
+    // The same template again: no changes, the execution ends at once.
+    let (status, _, error) = rig.deploy(&input(&stack, v1)).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    assert_eq!(
+        load_state(rig.store.as_ref(), &stream).await.unwrap().seq,
+        state.seq,
+        "a no-change deploy appends nothing"
+    );
+
+    // A failing deploy: F is created, then G fails; the rollback deletes F.
+    let v2 = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+            "C": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "B"}}},
+            "D": {"Type": "AWS::SQS::Queue"},
+            "E": {"Type": "AWS::SNS::Topic"},
+            "F": {"Type": "AWS::SQS::Queue"},
+            "G": {"Type": "AWS::SQS::Queue", "DependsOn": "F", "Properties": {"VisibilityTimeout": 999999}}
+        }
+    }));
+    let (status, _, error) = rig.deploy(&input(&stack, v2)).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    let after = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(after.resources.len(), 5, "F was rolled back");
+    assert!(after.lock.is_none());
+    let f_created = rig
+        .store
+        .as_ref()
+        .read_all_for_test(&stream)
+        .await
+        .into_iter()
+        .find_map(|e| match e {
+            stackflow_events::Event::ResourceCreated { resource, .. }
+                if resource.logical_id == "F" =>
+            {
+                Some(resource.physical_id)
+            }
+            _ => None,
+        })
+        .expect("F was created before G failed");
+    assert!(!rig.queue_exists(&f_created).await, "F is gone from AWS");
+
+    // Destroy.
+    let (status, _, error) = rig
+        .run(
+            "destroy",
+            serde_json::to_value(StackRequest {
+                stack: stack.clone(),
+            })
+            .unwrap(),
+        )
+        .await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let gone = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(gone.resources.is_empty());
+    assert!(!rig.queue_exists(&queue).await);
+    let _ = rig.stop.send(true);
+}
+
+/// Test-only reading of every event body of a stream.
+trait ReadAll {
+    async fn read_all_for_test(&self, stream: &StreamId) -> Vec<stackflow_events::Event>;
+}
+
+impl ReadAll for SqliteStore {
+    async fn read_all_for_test(&self, stream: &StreamId) -> Vec<stackflow_events::Event> {
+        use stackflow_events::EventStore;
+        self.read(stream, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect()
+    }
+}
+
+#[test]
+fn stack_inputs_round_trip_through_json() {
+    // What the CLI uploads for an execution is what the plan task reads back.
+    let stacks = load_path(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/corpus/deep-chain-50"
+    )))
+    .unwrap();
+    let s = &stacks[0];
+    let i = input(&s.name, s.template.clone());
+    let text = serde_json::to_string(&i).unwrap();
+    let back: StackInput = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.template, i.template);
+    assert!(text.len() < 1_000_000);
+}
