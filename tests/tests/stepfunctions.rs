@@ -32,9 +32,15 @@ struct Rig {
     store: Arc<SqliteStore>,
     machines: BTreeMap<&'static str, String>,
     stop: watch::Sender<bool>,
+    tasks: Arc<Tasks<SqliteStore>>,
+    activities: BTreeMap<String, String>,
 }
 
 async fn rig(workers: usize) -> Rig {
+    rig_with(workers, 20).await
+}
+
+async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
     let emu = Emulator::shared().await;
     let config = emu.sdk_config().await;
     let sfn = aws_sdk_sfn::Client::new(&config);
@@ -63,7 +69,8 @@ async fn rig(workers: usize) -> Rig {
     let activities = ensure_activities(&sfn, &prefix).await.unwrap();
     let mut machines = BTreeMap::new();
     for (name, def) in definitions::ALL {
-        let text = definitions::render(def, &Target::Activities(activities.clone(), 20)).unwrap();
+        let text =
+            definitions::render(def, &Target::Activities(activities.clone(), heartbeat)).unwrap();
         let arn = sfn
             .create_state_machine()
             .name(format!("{prefix}-{name}"))
@@ -81,18 +88,7 @@ async fn rig(workers: usize) -> Rig {
         machines.insert(*name, arn);
     }
     let (stop, rx) = watch::channel(false);
-    for i in 0..workers {
-        let worker = Worker {
-            tasks: tasks.clone(),
-            sfn: sfn.clone(),
-            activities: activities.clone(),
-            name: format!("test-worker-{i}"),
-            per_task: 8,
-            heartbeat: Duration::from_secs(5),
-        };
-        tokio::spawn(worker.run(rx.clone()));
-    }
-    Rig {
+    let rig = Rig {
         sfn,
         s3,
         sqs: aws_sdk_sqs::Client::new(&config),
@@ -100,6 +96,25 @@ async fn rig(workers: usize) -> Rig {
         store,
         machines,
         stop,
+        tasks,
+        activities,
+    };
+    for i in 0..workers {
+        tokio::spawn(rig.worker(&format!("test-worker-{i}")).run(rx.clone()));
+    }
+    rig
+}
+
+impl Rig {
+    fn worker(&self, name: &str) -> Worker<SqliteStore> {
+        Worker {
+            tasks: self.tasks.clone(),
+            sfn: self.sfn.clone(),
+            activities: self.activities.clone(),
+            name: name.to_string(),
+            per_task: 8,
+            heartbeat: Duration::from_secs(1),
+        }
     }
 }
 
@@ -127,6 +142,17 @@ fn template(v: Value) -> Template {
 impl Rig {
     /// Uploads the input, starts `machine` and waits for its end: (status, output or error).
     async fn run(&self, machine: &str, execution_input: Value) -> (ExecutionStatus, Value, String) {
+        let (status, output, error, _) = self.run_counted(machine, execution_input).await;
+        (status, output, error)
+    }
+
+    /// [`Rig::run`], also counting the execution's state transitions (states entered,
+    /// inner `Map` states included: what Step Functions bills).
+    async fn run_counted(
+        &self,
+        machine: &str,
+        execution_input: Value,
+    ) -> (ExecutionStatus, Value, String, usize) {
         let arn = self
             .sfn
             .start_execution()
@@ -152,6 +178,28 @@ impl Rig {
                     .and_then(|o| serde_json::from_str(o).ok())
                     .unwrap_or(Value::Null);
                 let mut error = format!("{:?}: {:?}", d.error, d.cause);
+                let mut transitions = 0;
+                let mut next: Option<String> = None;
+                loop {
+                    let page = self
+                        .sfn
+                        .get_execution_history()
+                        .execution_arn(&arn)
+                        .max_results(1000)
+                        .set_next_token(next.clone())
+                        .send()
+                        .await
+                        .unwrap();
+                    transitions += page
+                        .events()
+                        .iter()
+                        .filter(|e| e.r#type().as_str().ends_with("StateEntered"))
+                        .count();
+                    match page.next_token() {
+                        Some(t) => next = Some(t.to_string()),
+                        None => break,
+                    }
+                }
                 if std::env::var("STACKFLOW_TEST_HISTORY").is_ok() {
                     let h = self
                         .sfn
@@ -162,10 +210,14 @@ impl Rig {
                         .await
                         .unwrap();
                     for e in h.events() {
-                        error.push_str(&format!("\n{:?}", e));
+                        let detail = e
+                            .task_failed_event_details()
+                            .map(|d| format!("{:?} {:?}", d.error(), d.cause()))
+                            .unwrap_or_default();
+                        error.push_str(&format!("\nHistory {} {:?} {detail}", e.id(), e.r#type()));
                     }
                 }
-                return (d.status, output, error);
+                return (d.status, output, error, transitions);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -173,6 +225,11 @@ impl Rig {
     }
 
     async fn deploy(&self, stack: &StackInput) -> (ExecutionStatus, Value, String) {
+        let (status, output, error, _) = self.deploy_counted(stack).await;
+        (status, output, error)
+    }
+
+    async fn deploy_counted(&self, stack: &StackInput) -> (ExecutionStatus, Value, String, usize) {
         let key = format!("inputs/{}/{}.json", stack.name, unique_name("in"));
         self.s3
             .put_object()
@@ -187,8 +244,10 @@ impl Rig {
             input_key: key,
             no_rollback: false,
             concurrency: 10,
+            deploy_id: None,
         };
-        self.run("deploy", serde_json::to_value(req).unwrap()).await
+        self.run_counted("deploy", serde_json::to_value(req).unwrap())
+            .await
     }
 
     async fn queue_exists(&self, url: &str) -> bool {
@@ -321,4 +380,197 @@ fn stack_inputs_round_trip_through_json() {
     let back: StackInput = serde_json::from_str(&text).unwrap();
     assert_eq!(back.template, i.template);
     assert!(text.len() < 1_000_000);
+}
+
+/// The CDK corpus cases the emulator serves (see `shared/cli/tests/corpus_deploy.rs` for
+/// the ones it cannot), deployed and destroyed through the state machines: each deploy
+/// succeeds, a plan right after changes nothing, the destroy leaves an empty state. Also
+/// reports the state transitions per resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn corpus_deploys_and_destroys_through_step_functions() {
+    let rig = rig(2).await;
+    let cases = [
+        "cross-stack-export-import",
+        "deep-chain-50",
+        "dependson-explicit",
+        "dynamodb-gsi",
+        "eventbridge-rule-lambda",
+        "kms-key-alias",
+        "lambda-role-loggroup",
+        "mappings-findinmap",
+        "nested-stack",
+        "params-conditions",
+        "removal-policy-retain",
+        "replacement-v1",
+        "s3-bucket-policy",
+        "sqs-sns-subscription",
+        "stepfunctions-statemachine",
+        "sub-getatt-nesting",
+        "wide-200",
+    ];
+    let emu = Emulator::shared().await;
+    let config = emu.sdk_config().await;
+    let planner = Engine {
+        store: rig.store.clone(),
+        providers: Providers::from_config(&config, None),
+        lookups: Arc::new(AwsLookups::new(&config)),
+        region: "us-east-1".into(),
+        who: "planner".into(),
+        cloudformation_fallback: false,
+        progress: Arc::new(Silent),
+        stale: Arc::new(|_| false),
+    };
+    let mut problems = Vec::new();
+    let mut transitions = 0usize;
+    let mut resources = 0usize;
+    for case in cases {
+        let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/corpus"))
+            .join(case);
+        let mut stacks = load_path(&dir).unwrap();
+        // Dependency order (a stack after the stacks it depends on).
+        stacks.sort_by_key(|s| s.dependencies.len());
+        let mut deployed = Vec::new();
+        for s in &stacks {
+            let parameters = bind_parameters(&s.template, &s.parameters).unwrap();
+            let mut i = input(&s.name, s.template.clone());
+            i.parameters = parameters;
+            i.nested = s.nested.clone();
+            let (status, _, error, n) = rig.deploy_counted(&i).await;
+            if status != ExecutionStatus::Succeeded {
+                problems.push(format!("{case}/{}: deploy {status:?}: {error}", s.name));
+                continue;
+            }
+            let state = load_state(rig.store.as_ref(), &StreamId::new("us-east-1", &s.name))
+                .await
+                .unwrap();
+            transitions += n;
+            resources += state.resources.len();
+            let plan = planner.plan_only(&i).await.unwrap();
+            if !plan.is_empty() {
+                problems.push(format!(
+                    "{case}/{}: a plan after the deploy is not empty",
+                    s.name
+                ));
+            }
+            deployed.push(s.name.clone());
+        }
+        for name in deployed.iter().rev() {
+            let (status, _, error) = rig
+                .run(
+                    "destroy",
+                    serde_json::to_value(StackRequest {
+                        stack: name.clone(),
+                    })
+                    .unwrap(),
+                )
+                .await;
+            let state = load_state(rig.store.as_ref(), &StreamId::new("us-east-1", name))
+                .await
+                .unwrap();
+            if status != ExecutionStatus::Succeeded || !state.resources.is_empty() {
+                problems.push(format!(
+                    "{case}/{name}: destroy {status:?} with {} resources left: {error}",
+                    state.resources.len()
+                ));
+            }
+        }
+    }
+    println!(
+        "state transitions: {transitions} for {resources} resources ({:.2} per resource)",
+        transitions as f64 / resources.max(1) as f64
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Per resource: its gate and its action, plus a few fixed states per execution.
+    assert!(
+        transitions <= resources * 3 + 12 * cases.len() * 2,
+        "{transitions}"
+    );
+    let _ = rig.stop.send(true);
+}
+
+/// A worker dies mid-deploy (its tasks are dropped in the middle of their AWS calls) and
+/// another one starts: the execution finishes, and every resource exists exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_worker_is_replaced_and_nothing_is_made_twice() {
+    let rig = rig_with(0, 3).await;
+    let stack = unique_name("SfnKill");
+    // A chain of 12 parameters and 12 queues beside it: long enough to be cut in the middle.
+    let mut resources = serde_json::Map::new();
+    for i in 0..12 {
+        let value = if i == 0 {
+            json!("start")
+        } else {
+            json!({"Ref": format!("P{}", i - 1)})
+        };
+        resources.insert(
+            format!("P{i}"),
+            json!({"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": value}}),
+        );
+        resources.insert(format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"}));
+    }
+    let t = template(json!({ "Resources": resources }));
+    let (stop_first, rx_first) = watch::channel(false);
+    let first = tokio::spawn(rig.worker("doomed").run(rx_first));
+    let i = input(&stack, t);
+    let deploy = rig.deploy(&i);
+    let started = std::time::Instant::now();
+    let killer = async {
+        // Kill it once it has made part of the stack.
+        loop {
+            let s = load_state(rig.store.as_ref(), &StreamId::new("us-east-1", &stack))
+                .await
+                .unwrap();
+            if s.resources.len() >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Dropping the worker's tasks mid-call is what a kill does to it.
+        first.abort();
+        drop(stop_first);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (_keep, rx) = watch::channel(false);
+        let second = tokio::spawn(rig.worker("replacement").run(rx));
+        (second, _keep)
+    };
+    let ((status, _, error), (second, _keep)) = tokio::join!(deploy, killer);
+    second.abort();
+    if status != ExecutionStatus::Succeeded {
+        for e in rig
+            .store
+            .read_all_for_test(&StreamId::new("us-east-1", &stack))
+            .await
+        {
+            if let stackflow_events::Event::ResourceFailed { .. }
+            | stackflow_events::Event::DeployFailed { .. } = e
+            {
+                println!("{e:?}");
+            }
+        }
+    }
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    println!("deploy with a killed worker took {:?}", started.elapsed());
+    let state = load_state(rig.store.as_ref(), &StreamId::new("us-east-1", &stack))
+        .await
+        .unwrap();
+    assert_eq!(state.resources.len(), 24);
+    assert!(state.pending.is_empty(), "{:?}", state.pending);
+    // Exactly the recorded queues exist: none made twice.
+    let listed = rig
+        .sqs
+        .list_queues()
+        .queue_name_prefix(&stack)
+        .send()
+        .await
+        .unwrap();
+    let mut urls: Vec<String> = listed.queue_urls().to_vec();
+    urls.sort();
+    let mut recorded: Vec<String> = state
+        .resources
+        .values()
+        .filter(|r| r.resource_type == "AWS::SQS::Queue")
+        .map(|r| r.physical_id.clone())
+        .collect();
+    recorded.sort();
+    assert_eq!(urls, recorded);
 }

@@ -67,6 +67,8 @@ pub enum Command {
     Destroy(DestroyArgs),
     /// Undo what a failed (or interrupted) deploy did
     Rollback(RollbackArgs),
+    /// Run the engine's Step Functions tasks on this machine (polls their activities)
+    Worker(WorkerArgs),
     /// Create the event store where it does not exist (a DynamoDB table, or the local database)
     Init,
     /// The recorded state of a stack
@@ -183,6 +185,9 @@ pub struct DeployArgs {
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Arguments of `stackflow destroy`.
@@ -199,6 +204,9 @@ pub struct DestroyArgs {
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Arguments of `stackflow rollback`.
@@ -211,6 +219,56 @@ pub struct RollbackArgs {
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// Running on the engine's Step Functions state machines instead of in this process.
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    /// Start a Step Functions execution of the engine (see --engine) and follow it, instead
+    /// of running the workflow in this process; needs --store dynamodb:TABLE (or a store
+    /// the engine's tasks share) and --store-bucket
+    #[arg(long)]
+    pub remote: bool,
+
+    /// With --remote: print the execution ARN and return without following it
+    #[arg(long, requires = "remote")]
+    pub no_follow: bool,
+
+    /// The engine's name: its state machines are <NAME>-deploy, <NAME>-destroy and
+    /// <NAME>-rollback in this account and region
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "STACKFLOW_ENGINE",
+        default_value = "stackflow"
+    )]
+    pub engine: String,
+}
+
+/// Arguments of `stackflow worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The engine's name: the activities are <NAME>-<Task>, the state machines <NAME>-deploy,
+    /// <NAME>-destroy and <NAME>-rollback
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "STACKFLOW_ENGINE",
+        default_value = "stackflow"
+    )]
+    pub engine: String,
+
+    /// Create (or update) the three state machines, pointed at this engine's activities,
+    /// with this IAM role for Step Functions
+    #[arg(long, value_name = "ROLE_ARN")]
+    pub create_state_machines: Option<String>,
+
+    /// At most this many resource actions (and gates) at once
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

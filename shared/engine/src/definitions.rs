@@ -5,7 +5,8 @@
 //! `arn:aws:states:::lambda:invoke.waitForTaskToken` with `${Gate}` as `FunctionName`.
 //! [`render`] fills the placeholders; with [`Target::Activities`] it also turns each gate
 //! into a plain activity task (an activity hands its worker a task token of its own), and
-//! gives every task a heartbeat so that a task whose worker died is retried by another.
+//! gives every task a heartbeat so that a task whose worker died is retried by another
+//! (a gate, which waits without running, gets a bounded wait that is retried instead).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,6 +25,9 @@ pub const ALL: &[(&str, &str)] = &[
     ("destroy", DESTROY),
     ("rollback", ROLLBACK),
 ];
+
+/// How long an activity gate waits before it registers again (see [`render`]).
+pub const GATE_WAIT_SECONDS: u32 = 300;
 
 /// The gate resource of the production definitions.
 pub const LAMBDA_CALLBACK: &str = "arn:aws:states:::lambda:invoke.waitForTaskToken";
@@ -112,7 +116,8 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
             if state.get("Type").and_then(Value::as_str) != Some("Task") {
                 return;
             }
-            if state.get("Resource").and_then(Value::as_str) == Some(LAMBDA_CALLBACK) {
+            let gate = state.get("Resource").and_then(Value::as_str) == Some(LAMBDA_CALLBACK);
+            if gate {
                 let function = state
                     .get("Parameters")
                     .and_then(|p| p.get("FunctionName"))
@@ -120,14 +125,19 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
                     .unwrap_or(Value::Null);
                 state.insert("Resource".into(), function);
                 state.remove("Parameters");
+                // Nobody heartbeats a waiting gate: its token sits in S3. A bounded wait,
+                // retried, re-registers the gate should its worker have died before
+                // storing the token.
+                state.insert("TimeoutSeconds".into(), json!(GATE_WAIT_SECONDS));
+            } else {
+                state.insert("HeartbeatSeconds".into(), json!(heartbeat));
             }
-            state.insert("HeartbeatSeconds".into(), json!(heartbeat));
             let retry = state.entry("Retry").or_insert_with(|| Value::Array(vec![]));
             if let Some(rules) = retry.as_array_mut() {
                 rules.push(json!({
-                    "ErrorEquals": ["States.Timeout"],
+                    "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
                     "IntervalSeconds": 1,
-                    "MaxAttempts": 5,
+                    "MaxAttempts": if gate { 100 } else { 5 },
                     "BackoffRate": 1
                 }));
             }
@@ -194,7 +204,10 @@ mod tests {
             json!("arn:aws:states:us-east-1:1:activity:x-Gate")
         );
         assert!(gate.get("Parameters").is_none());
-        assert_eq!(gate["HeartbeatSeconds"], json!(20));
+        assert!(gate.get("HeartbeatSeconds").is_none());
+        assert_eq!(gate["TimeoutSeconds"], json!(GATE_WAIT_SECONDS));
+        let act = &v["States"]["Provision"]["Iterator"]["States"]["Act"];
+        assert_eq!(act["HeartbeatSeconds"], json!(20));
         let lambda = render(DEPLOY, &Target::Lambda(arns)).unwrap();
         assert!(lambda.contains(LAMBDA_CALLBACK));
     }

@@ -161,6 +161,9 @@ pub struct DeployOptions {
     pub concurrency: usize,
     /// Turns true when the user asks to stop: nothing new starts, running calls finish.
     pub stop: watch::Receiver<bool>,
+    /// The deploy id to use (a remote start names its execution after it); a new one
+    /// when `None`.
+    pub deploy_id: Option<String>,
 }
 
 impl DeployOptions {
@@ -174,6 +177,7 @@ impl DeployOptions {
             no_rollback: false,
             concurrency: 10,
             stop: rx,
+            deploy_id: None,
         }
     }
 }
@@ -579,6 +583,26 @@ fn get_azs_regions(v: &Value, own: &str, out: &mut BTreeSet<String>) {
     }
 }
 
+/// Eight hex digits of a string's SHA-256, for keys that must tell values apart.
+fn short_hash(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// True when `v` holds a masked `NoEcho` value (`****`), which must never be sent.
+fn contains_mask(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains("****"),
+        Value::Array(items) => items.iter().any(contains_mask),
+        Value::Object(m) => m.values().any(contains_mask),
+        _ => false,
+    }
+}
+
 fn collect_strings(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) if dynref::contains_dynamic_reference(s) => out.push(s.clone()),
@@ -769,7 +793,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         input: StackInput,
         options: DeployOptions,
     ) -> Result<(Option<Deployment<S>>, StackReport), EngineError> {
-        let deploy_id = new_id("d");
+        let deploy_id = options.deploy_id.clone().unwrap_or_else(|| new_id("d"));
         let mut report = StackReport::new(&input.name, &deploy_id);
         let stream = engine.stream(&input.name);
         let recorder = Recorder::load(engine.store.clone(), stream).await?;
@@ -982,6 +1006,10 @@ impl<S: EventStore + 'static> Deployment<S> {
                 )));
             }
         };
+        // A retried task (its worker died after the outcome was recorded) finds it done.
+        if let Some(done) = self.already_done(id) {
+            return Ok(Ok(done));
+        }
         let ty = rp.resource_type.clone();
         let props = match self.resolve_resource(id) {
             Ok(p) => p,
@@ -1207,6 +1235,24 @@ impl<S: EventStore + 'static> Deployment<S> {
                 }
             }
         }
+    }
+
+    /// What this deploy already did to `id`, from its journal.
+    fn already_done(&self, id: &str) -> Option<Done> {
+        let s = self.recorder.state();
+        if s.journal.deploy_id.as_deref() != Some(&self.deploy_id) {
+            return None;
+        }
+        s.journal
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.logical_id == id)
+            .map(|e| match e.step {
+                JournalStep::Created { .. } => Done::Created,
+                JournalStep::Updated { .. } => Done::Updated,
+                JournalStep::Replaced { .. } => Done::Replaced,
+            })
     }
 
     async fn settle_skipped(
@@ -1608,7 +1654,13 @@ async fn delete_one<S: EventStore + 'static>(
         }
     };
     let op = Operation::Delete;
-    let action = if replaced { "delete-old" } else { "delete" };
+    // Two old copies of one resource can wait for deletion at once: the physical id keeps
+    // their keys apart.
+    let action = if replaced {
+        format!("delete-old-{}", short_hash(&resource.physical_id))
+    } else {
+        "delete".to_string()
+    };
     let key = |phase: &str| format!("{run_id}/{logical_id}/{action}/{phase}");
     let policy = if replaced {
         resource.update_replace_policy
@@ -1772,10 +1824,68 @@ async fn reconcile_one<S: EventStore + 'static>(
     match p.operation {
         Operation::Undo => Ok("left to the rollback".into()),
         Operation::Update => {
-            let reason = "interrupted before its outcome was recorded; the next deploy makes the change again".to_string();
-            rec.append(key("reconciled"), skipped(reason.clone()), pre)
-                .await?;
-            Ok(reason)
+            // Finish the interrupted update with what it sent, so that the state says what
+            // AWS holds; the deploy that follows then changes it as its template says.
+            let current = rec.state().resources.get(&p.logical_id).cloned();
+            let (Some(sent), Some(current)) = (p.properties.clone(), current) else {
+                let reason = "interrupted before its outcome was recorded; the next deploy makes the change again".to_string();
+                rec.append(key("reconciled"), skipped(reason.clone()), pre)
+                    .await?;
+                return Ok(reason);
+            };
+            let replay = async {
+                if contains_mask(&Value::Object(sent.clone())) {
+                    return Err("its properties hold a masked NoEcho value".to_string());
+                }
+                let provider = engine
+                    .providers
+                    .for_recorded(&p.resource_type, p.provider)?;
+                let (call, _) = engine.resolve_dynamic(&sent).await.map_err(|(_, m)| m)?;
+                let mut request = ResourceRequest::new(
+                    &rec.stream().stack,
+                    &p.logical_id,
+                    &p.resource_type,
+                    call,
+                );
+                request.physical_id = Some(current.physical_id.clone());
+                request.previous_properties = Some(current.properties.clone());
+                request.token = p.token.clone();
+                provider.update(&request).await.map_err(|e| e.to_string())
+            };
+            match replay.await {
+                Ok(updated) => {
+                    rec.append(
+                        key("reconciled"),
+                        Event::ResourceUpdated {
+                            deploy_id: p.deploy_id.clone(),
+                            resource: ResourceRecord {
+                                logical_id: p.logical_id.clone(),
+                                resource_type: p.resource_type.clone(),
+                                physical_id: updated.physical_id,
+                                properties: sent,
+                                attributes: updated.attributes,
+                                dependencies: current.dependencies.clone(),
+                                provider: current.provider,
+                                deletion_policy: current.deletion_policy,
+                                update_replace_policy: current.update_replace_policy,
+                            },
+                            previous_properties: current.properties.clone(),
+                            baseline: None,
+                        },
+                        pre,
+                    )
+                    .await?;
+                    Ok("the interrupted update is done; recorded".into())
+                }
+                Err(m) => {
+                    let reason = format!(
+                        "interrupted, and could not be finished ({m}); the next deploy makes the change again"
+                    );
+                    rec.append(key("reconciled"), skipped(reason.clone()), pre)
+                        .await?;
+                    Ok(reason)
+                }
+            }
         }
         Operation::Delete => {
             let physical = p.physical_id.clone().unwrap_or_default();
@@ -1871,8 +1981,15 @@ async fn reconcile_one<S: EventStore + 'static>(
                         .resolve_properties(&p.logical_id)
                         .ok()
                     };
+                    // The call is replayed with what it sent: the recorded properties. Only
+                    // where those hold a masked `NoEcho` value (which must not be sent) do
+                    // the template's come in.
+                    let recorded = p
+                        .properties
+                        .clone()
+                        .filter(|r| !contains_mask(&Value::Object(r.clone())));
                     (
-                        props.or_else(|| p.properties.clone()),
+                        recorded.or(props).or_else(|| p.properties.clone()),
                         deps,
                         r.deletion_policy,
                         r.update_replace_policy,
@@ -2591,13 +2708,17 @@ pub async fn destroy_stack<S: EventStore + 'static>(
     let destroy_id = new_id("x");
     let mut report = StackReport::new(stack, &destroy_id);
     let recorder = Arc::new(Recorder::load(engine.store.clone(), engine.stream(stack)).await?);
-    {
+    let nothing_recorded = {
         let s = recorder.state();
-        if s.resources.is_empty() && s.predecessors.is_empty() && s.pending.is_empty() {
-            report.status = StackStatus::NoChanges;
-            engine.note(stack, "the stack has no resources: nothing to destroy");
-            return Ok(report);
-        }
+        s.resources.is_empty()
+            && s.predecessors.is_empty()
+            && s.pending.is_empty()
+            && s.lock.is_none()
+    };
+    if nothing_recorded {
+        report.status = StackStatus::NoChanges;
+        engine.note(stack, "the stack has no resources: nothing to destroy");
+        return Ok(report);
     }
     let exports = recorder.state().exports.clone();
     let importers = engine.importers(stack, &exports).await?;
@@ -2641,6 +2762,22 @@ pub async fn destroy_stack<S: EventStore + 'static>(
         let all: Vec<String> = s.resources.keys().cloned().collect();
         cleanup_graph(&s, &all)
     };
+    if items.is_empty() {
+        // Only a lock (of a run that is gone) or interrupted calls were left: settled now.
+        recorder
+            .append(
+                format!("{destroy_id}/released"),
+                Event::LockReleased {
+                    deploy_id: destroy_id.clone(),
+                },
+                &Precondition::ReleaseLock(destroy_id.clone()),
+            )
+            .await?;
+        report.status = StackStatus::NoChanges;
+        report.seconds = started.elapsed().as_secs_f64();
+        engine.note(stack, "the stack has no resources: nothing to destroy");
+        return Ok(report);
+    }
     engine.progress.report(ProgressEvent::StackStarted {
         stack,
         operation: "destroy",

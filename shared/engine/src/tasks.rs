@@ -105,6 +105,9 @@ pub struct DeployRequest {
     /// At most this many actions at once.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// The deploy id (the execution is named after it); a new one when absent.
+    #[serde(default)]
+    pub deploy_id: Option<String>,
 }
 
 fn default_concurrency() -> usize {
@@ -391,6 +394,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         let mut options = DeployOptions::new();
         options.no_rollback = req.no_rollback;
         options.concurrency = req.concurrency.max(1);
+        options.deploy_id = req.deploy_id.clone();
         let (deployment, report) = Deployment::begin(self.engine.clone(), input, options).await?;
         let Some(d) = deployment else {
             return Ok(DeployRef {

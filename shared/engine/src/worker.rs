@@ -18,27 +18,53 @@ pub fn activity_name(prefix: &str, task: &str) -> String {
     format!("{prefix}-{task}")
 }
 
-/// Creates (or finds: `CreateActivity` is idempotent) one activity per task; returns task
-/// name to activity ARN.
+/// Creates (or finds) one activity per task; returns task name to activity ARN.
 pub async fn ensure_activities(
     sfn: &Client,
     prefix: &str,
 ) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    for task in TASK_NAMES {
-        let name = activity_name(prefix, task);
-        let arn = sfn
-            .create_activity()
-            .name(&name)
+    // Existing activities first: `CreateActivity` is idempotent on AWS, not everywhere.
+    let mut existing: BTreeMap<String, String> = BTreeMap::new();
+    let mut next: Option<String> = None;
+    loop {
+        let page = sfn
+            .list_activities()
+            .set_next_token(next.clone())
             .send()
             .await
             .map_err(|e| {
                 format!(
-                    "CreateActivity {name}: {}",
+                    "ListActivities: {}",
                     aws_sdk_sfn::error::DisplayErrorContext(e)
                 )
-            })?
-            .activity_arn;
+            })?;
+        for a in page.activities() {
+            existing.insert(a.name().to_string(), a.activity_arn().to_string());
+        }
+        match page.next_token() {
+            Some(t) => next = Some(t.to_string()),
+            None => break,
+        }
+    }
+    let mut out = BTreeMap::new();
+    for task in TASK_NAMES {
+        let name = activity_name(prefix, task);
+        let arn = match existing.get(&name) {
+            Some(arn) => arn.clone(),
+            None => {
+                sfn.create_activity()
+                    .name(&name)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "CreateActivity {name}: {}",
+                            aws_sdk_sfn::error::DisplayErrorContext(e)
+                        )
+                    })?
+                    .activity_arn
+            }
+        };
         out.insert(task.to_string(), arn);
     }
     Ok(out)

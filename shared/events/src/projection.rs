@@ -439,6 +439,10 @@ impl StackState {
             } => {
                 let id = resource.logical_id.clone();
                 let new = ResourceState::from_record(resource, baseline.clone());
+                // A create that answered with a resource waiting for deletion (a
+                // replacement undone by going back to the previous template) made it live
+                // again: it is no longer to be deleted.
+                self.predecessors.shift_remove(&new.physical_id);
                 match replaces {
                     None => {
                         self.settle(deploy_id, &id, Operation::Create);
@@ -461,7 +465,9 @@ impl StackState {
                     Some(old_id) => {
                         self.settle(deploy_id, &id, Operation::Replace);
                         let old = self.resources.get(&id).cloned();
-                        if let Some(old) = &old {
+                        // The old copy is deleted later, unless the create answered with
+                        // that very resource.
+                        if let Some(old) = old.as_ref().filter(|_| *old_id != new.physical_id) {
                             self.predecessors.insert(
                                 old_id.clone(),
                                 Predecessor {

@@ -154,6 +154,8 @@ impl Progress for Printer {
                 } else {
                     let c = s.counts.entry(stack.to_string()).or_default();
                     c.1 += 1;
+                    // Settling an interrupted run can add deletes the plan did not count.
+                    c.0 = c.0.max(c.1);
                     format!("{}/{}", c.1, c.0)
                 };
                 let detail = detail.map(|d| format!(": {d}")).unwrap_or_default();
@@ -196,7 +198,7 @@ fn dependency_order(stacks: Vec<StackTemplate>) -> Vec<StackTemplate> {
 
 /// A Ctrl-C handler: the first press asks the run to stop (running calls finish and are
 /// recorded); a second one exits at once.
-fn stop_on_ctrl_c() -> watch::Receiver<bool> {
+pub fn stop_on_ctrl_c() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -317,6 +319,11 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
         bound.push(parameters);
     }
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
+    let remote = if args.remote.remote {
+        Some(super::remote::Remote::new(global, &args.remote, &setup).await?)
+    } else {
+        None
+    };
     let mut options = DeployOptions::new();
     options.no_rollback = args.no_rollback;
     options.concurrency = usize::from(args.concurrency);
@@ -337,6 +344,21 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
             parameters,
             nested: stack.nested,
         };
+        if let Some(remote) = &remote {
+            let code = remote
+                .deploy(
+                    &setup.engine.store,
+                    &input,
+                    args.no_rollback,
+                    usize::from(args.concurrency),
+                    !args.remote.no_follow,
+                )
+                .await?;
+            if code != ExitCode::SUCCESS {
+                return Ok(code);
+            }
+            continue;
+        }
         let report = deploy_stack(setup.engine.clone(), input, options.clone()).await?;
         let stop = !matches!(
             report.status,
@@ -353,6 +375,17 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
 
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
+    if args.remote.remote {
+        let remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        return remote
+            .run_stack(
+                &setup.engine.store,
+                "destroy",
+                &args.stack,
+                !args.remote.no_follow,
+            )
+            .await;
+    }
     let mut options = DeployOptions::new();
     options.concurrency = usize::from(args.concurrency);
     options.stop = stop_on_ctrl_c();
@@ -364,6 +397,17 @@ pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<E
 
 pub async fn rollback(global: &GlobalArgs, args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
+    if args.remote.remote {
+        let remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        return remote
+            .run_stack(
+                &setup.engine.store,
+                "rollback",
+                &args.stack,
+                !args.remote.no_follow,
+            )
+            .await;
+    }
     let report = rollback_stack(setup.engine.clone(), &args.stack).await?;
     let reports = vec![report];
     print_reports(&reports, args.json, "rollback")?;

@@ -2,6 +2,7 @@
 
 mod deploy;
 mod diff;
+mod remote;
 mod state;
 
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deploy(args) => deploy::deploy(&cli.global, args).await,
         Command::Destroy(args) => deploy::destroy(&cli.global, args).await,
         Command::Rollback(args) => deploy::rollback(&cli.global, args).await,
+        Command::Worker(args) => remote::worker(&cli.global, args).await,
         Command::Diff(args) => diff::run(&cli.global, args).await,
         Command::Init => state::init(&cli.global).await,
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,

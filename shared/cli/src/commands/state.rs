@@ -1,6 +1,7 @@
 //! `stackflow init`, `state show`, `events` and `unlock`: the event log from the command
 //! line.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::bail;
@@ -101,11 +102,16 @@ pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<Exi
             global.store
         );
     }
+    // A reader that goes away (`| head`) ends the listing quietly.
+    let mut out = std::io::stdout().lock();
     for e in &events {
-        if args.json {
-            println!("{}", serde_json::to_string(e)?);
+        let line = if args.json {
+            serde_json::to_string(e)?
         } else {
-            println!("{}", render::event_line(e));
+            render::event_line(e)
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -744,3 +744,53 @@ proptest! {
         prop_assert_eq!(resumed, all);
     }
 }
+
+#[test]
+fn a_resource_that_comes_back_is_never_deleted_as_an_old_copy() {
+    // X is replaced by R (X waits for deletion); then going back to the previous template
+    // replaces R by X again: X is live, R waits for deletion.
+    let mut log = Log::default();
+    log.push(started("d1"))
+        .push(Event::ResourceCreated {
+            deploy_id: "d1".into(),
+            resource: record("Q", "X", &[]),
+            replaces: None,
+            baseline: None,
+        })
+        .push(started("d2"))
+        .push(Event::ResourceCreated {
+            deploy_id: "d2".into(),
+            resource: record("Q", "R", &[]),
+            replaces: Some("X".into()),
+            baseline: None,
+        })
+        .push(started("d3"))
+        .push(Event::ResourceCreated {
+            deploy_id: "d3".into(),
+            resource: record("Q", "X", &[]),
+            replaces: Some("R".into()),
+            baseline: None,
+        });
+    let s = log.state();
+    assert_eq!(s.resources["Q"].physical_id, "X");
+    assert_eq!(s.predecessors.keys().collect::<Vec<_>>(), vec!["R"]);
+    assert!(s.check_integrity().is_ok());
+
+    // A replacement whose create answers with the same resource leaves nothing to delete.
+    let mut log = Log::default();
+    log.push(started("d1"))
+        .push(Event::ResourceCreated {
+            deploy_id: "d1".into(),
+            resource: record("Q", "X", &[]),
+            replaces: None,
+            baseline: None,
+        })
+        .push(started("d2"))
+        .push(Event::ResourceCreated {
+            deploy_id: "d2".into(),
+            resource: record("Q", "X", &[]),
+            replaces: Some("X".into()),
+            baseline: None,
+        });
+    assert!(log.state().predecessors.is_empty());
+}

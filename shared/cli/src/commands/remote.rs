@@ -1,0 +1,349 @@
+//! The engine on Step Functions: `deploy|destroy|rollback --remote` start an execution
+//! and follow the stack's events; `worker` runs the executions' tasks on this machine.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use aws_sdk_sfn::types::ExecutionStatus;
+use serde_json::Value;
+use stackflow_core::intrinsics::partition;
+use stackflow_engine::definitions::{self, Target};
+use stackflow_engine::engine::new_id;
+use stackflow_engine::stack::StackInput;
+use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
+use stackflow_engine::worker::{Worker, ensure_activities};
+use stackflow_events::{EventStore, StreamId};
+
+use super::deploy::{Setup, setup_with, stop_on_ctrl_c};
+use crate::args::{GlobalArgs, RemoteArgs, WorkerArgs};
+use crate::render;
+use crate::store::Store;
+
+/// What a remote run needs: the engine's clients and names.
+pub struct Remote {
+    sfn: aws_sdk_sfn::Client,
+    s3: aws_sdk_s3::Client,
+    bucket: String,
+    engine: String,
+    region: String,
+    account: String,
+}
+
+impl Remote {
+    pub async fn new(
+        global: &GlobalArgs,
+        args: &RemoteArgs,
+        setup: &Setup,
+    ) -> anyhow::Result<Remote> {
+        let config = crate::aws::load(global).await;
+        let Some(bucket) = global.store_bucket.clone() else {
+            bail!(
+                "--remote needs the engine's bucket, where the template goes for the execution: pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
+            );
+        };
+        let Some(account) = setup.account_id.clone() else {
+            bail!(
+                "--remote needs the AWS account id, and STS did not give it (see the note above)"
+            );
+        };
+        Ok(Remote {
+            sfn: aws_sdk_sfn::Client::new(&config),
+            s3: s3_client(&config),
+            bucket,
+            engine: args.engine.clone(),
+            region: setup.region.clone(),
+            account,
+        })
+    }
+
+    fn machine(&self, operation: &str) -> String {
+        format!(
+            "arn:{}:states:{}:{}:stateMachine:{}-{operation}",
+            partition(&self.region),
+            self.region,
+            self.account,
+            self.engine
+        )
+    }
+
+    /// Starts `operation` with `input` under the execution name `name`; a start that was
+    /// already made (a retried command) is found, not made twice.
+    async fn start(&self, operation: &str, name: &str, input: &Value) -> anyhow::Result<String> {
+        let machine = self.machine(operation);
+        match self
+            .sfn
+            .start_execution()
+            .state_machine_arn(&machine)
+            .name(name)
+            .input(input.to_string())
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.execution_arn),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
+                Ok(format!(
+                    "arn:{}:states:{}:{}:execution:{}-{operation}:{name}",
+                    partition(&self.region),
+                    self.region,
+                    self.account,
+                    self.engine
+                ))
+            }
+            Err(e) => Err(anyhow::anyhow!(
+                "StartExecution of {machine}: {} (is the engine installed? `stackflow worker --engine {} --create-state-machines ROLE_ARN` creates state machines run by this machine)",
+                crate::aws::brief_error(&e),
+                self.engine
+            )),
+        }
+    }
+
+    /// Prints the stack's new events until the execution ends; returns its exit code.
+    async fn follow(
+        &self,
+        store: &Store,
+        stream: &StreamId,
+        execution: &str,
+    ) -> anyhow::Result<ExitCode> {
+        let mut seen = store
+            .read(stream, 0)
+            .await?
+            .last()
+            .map(|e| e.seq)
+            .unwrap_or(0);
+        let started = std::time::Instant::now();
+        let mut hinted = false;
+        let mut heard = false;
+        loop {
+            let d = self
+                .sfn
+                .describe_execution()
+                .execution_arn(execution)
+                .send()
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("DescribeExecution: {}", crate::aws::brief_error(&e))
+                })?;
+            let new = store.read(stream, seen).await?;
+            if new.is_empty() && !hinted && !heard && started.elapsed() > Duration::from_secs(30) {
+                eprintln!(
+                    "no event from the execution after 30 s: are its tasks running (the engine's Lambda functions, or `stackflow worker --engine {}`)? Ctrl-C stops following; the execution goes on",
+                    self.engine
+                );
+                hinted = true;
+            }
+            for e in new {
+                heard = true;
+                seen = seen.max(e.seq);
+                eprintln!("{}", render::event_line(&e));
+            }
+            if d.status != ExecutionStatus::Running && d.status != ExecutionStatus::PendingRedrive {
+                let output: Value = d
+                    .output
+                    .as_deref()
+                    .and_then(|o| serde_json::from_str(o).ok())
+                    .unwrap_or(Value::Null);
+                return Ok(match d.status {
+                    ExecutionStatus::Succeeded => {
+                        if output.get("noChanges").and_then(Value::as_bool) == Some(true) {
+                            println!("{}: no changes; no AWS write call was made", stream.stack);
+                        } else {
+                            println!("{}: succeeded ({execution})", stream.stack);
+                            if let Some(outputs) = output.get("outputs").and_then(Value::as_object)
+                                && !outputs.is_empty()
+                            {
+                                println!("Outputs:");
+                                for (k, v) in outputs {
+                                    println!("  {k} = {}", render::value(v));
+                                }
+                            }
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    status => {
+                        println!(
+                            "{}: {} ({execution}): {}: {}",
+                            stream.stack,
+                            status.as_str(),
+                            d.error.as_deref().unwrap_or("no error name"),
+                            d.cause.as_deref().unwrap_or("no cause given")
+                        );
+                        ExitCode::from(1)
+                    }
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Uploads the stack's input and starts its deploy; follows it unless told not to.
+    pub async fn deploy(
+        &self,
+        store: &Store,
+        input: &StackInput,
+        no_rollback: bool,
+        concurrency: usize,
+        follow: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let deploy_id = new_id("d");
+        let key = format!("inputs/{}/{deploy_id}.json", input.name);
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .body(serde_json::to_vec(input)?.into())
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "uploading the template to s3://{}/{key}: {}",
+                    self.bucket,
+                    crate::aws::brief_error(&e)
+                )
+            })?;
+        let request = DeployRequest {
+            stack: input.name.clone(),
+            input_key: key,
+            no_rollback,
+            concurrency,
+            deploy_id: Some(deploy_id.clone()),
+        };
+        let execution = self
+            .start("deploy", &deploy_id, &serde_json::to_value(&request)?)
+            .await?;
+        if !follow {
+            println!("{execution}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("deploy {}: execution {execution}", input.name);
+        self.follow(store, &StreamId::new(&self.region, &input.name), &execution)
+            .await
+    }
+
+    /// Starts a destroy or a rollback of `stack`; follows it unless told not to.
+    pub async fn run_stack(
+        &self,
+        store: &Store,
+        operation: &str,
+        stack: &str,
+        follow: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let id = new_id(if operation == "destroy" { "x" } else { "r" });
+        let request = StackRequest {
+            stack: stack.to_string(),
+        };
+        let execution = self
+            .start(operation, &id, &serde_json::to_value(&request)?)
+            .await?;
+        if !follow {
+            println!("{execution}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!("{operation} {stack}: execution {execution}");
+        self.follow(store, &StreamId::new(&self.region, stack), &execution)
+            .await
+    }
+}
+
+fn s3_client(config: &aws_types::SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(config)
+            .force_path_style(config.endpoint_url().is_some())
+            .build(),
+    )
+}
+
+/// `stackflow worker`.
+pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let Some(bucket) = global.store_bucket.clone() else {
+        bail!(
+            "the worker needs the engine's bucket: pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
+        );
+    };
+    let setup = setup_with(
+        global,
+        true,
+        global.verbose,
+        None,
+        Some("values that use AWS::AccountId cannot be resolved"),
+    )
+    .await?;
+    let config = crate::aws::load(global).await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let activities = ensure_activities(&sfn, &args.engine)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if let Some(role) = &args.create_state_machines {
+        for (name, def) in definitions::ALL {
+            let text = definitions::render(def, &Target::Activities(activities.clone(), 30))
+                .map_err(anyhow::Error::msg)?;
+            let machine = format!("{}-{name}", args.engine);
+            let created = sfn
+                .create_state_machine()
+                .name(&machine)
+                .definition(&text)
+                .role_arn(role)
+                .send()
+                .await;
+            match created {
+                Ok(out) => eprintln!("created state machine {}", out.state_machine_arn),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_state_machine_already_exists()) =>
+                {
+                    let account = setup
+                        .account_id
+                        .clone()
+                        .context("updating a state machine needs the account id")?;
+                    let arn = format!(
+                        "arn:{}:states:{}:{account}:stateMachine:{machine}",
+                        partition(&setup.region),
+                        setup.region
+                    );
+                    sfn.update_state_machine()
+                        .state_machine_arn(&arn)
+                        .definition(&text)
+                        .role_arn(role)
+                        .send()
+                        .await
+                        .map_err(|e| {
+                            anyhow::anyhow!(
+                                "UpdateStateMachine {arn}: {}",
+                                crate::aws::brief_error(&e)
+                            )
+                        })?;
+                    eprintln!("updated state machine {arn}");
+                }
+                Err(e) => bail!(
+                    "CreateStateMachine {machine}: {}",
+                    crate::aws::brief_error(&e)
+                ),
+            }
+        }
+    }
+    let tasks = Arc::new(Tasks {
+        engine: setup.engine.clone(),
+        s3: s3_client(&config),
+        sfn: sfn.clone(),
+        bucket,
+    });
+    let worker = Worker {
+        tasks,
+        sfn,
+        activities: activities.clone(),
+        name: format!("{} {}", super::state::whoami(), std::process::id()),
+        per_task: usize::from(args.concurrency),
+        heartbeat: Duration::from_secs(10),
+    };
+    eprintln!(
+        "worker: polling {} activities of engine {} (Ctrl-C to stop after the running tasks)",
+        activities.len(),
+        args.engine
+    );
+    worker.run(stop_on_ctrl_c()).await;
+    Ok(ExitCode::SUCCESS)
+}
