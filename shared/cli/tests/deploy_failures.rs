@@ -1416,3 +1416,64 @@ async fn a_second_deploy_of_a_stack_being_deployed_is_refused_and_names_the_hold
     sf.ok(&["destroy", "--stack", &stack]);
     assert_eq!(aws.parameters_of(&stack).await, BTreeSet::new());
 }
+
+/// Ctrl-C (SIGINT) in the middle of a deploy: the running calls finish and are recorded,
+/// nothing is rolled back, the lock is released, the exit is non-zero; the next deploy
+/// continues from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_deploy_records_what_ran_and_releases_the_lock() {
+    const RESOURCES: usize = 100;
+    let emulator = Emulator::shared().await;
+    let aws = Aws::new(emulator).await;
+    let sf = Stackflow::new("ctrl-c", emulator);
+    let stack = unique_name("ctrlc");
+    let template = sf.dir.join("many.yaml");
+    std::fs::write(&template, many_parameters(RESOURCES)).expect("template");
+    let template = template.display().to_string();
+    let args = [
+        "deploy",
+        template.as_str(),
+        "--stack",
+        &stack,
+        "--concurrency",
+        "1",
+    ];
+    let mut first = sf.start(&args);
+    first.wait_for_stderr("[5/");
+    let interrupted = Command::new("kill")
+        .args(["-INT", &first.pid().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupted.success());
+    let run = first.finish();
+    assert_eq!(run.code, Some(1), "{}", run.describe());
+    assert!(
+        run.stdout.contains("STOPPED") && run.stdout.contains("stackflow rollback"),
+        "{}",
+        run.describe()
+    );
+    let state = sf.state(&stack).expect("state");
+    assert!(state["lock"].is_null(), "the lock is released: {state}");
+    assert!(
+        state["pending"].as_object().is_none_or(|p| p.is_empty()),
+        "every call that ran is recorded: {state}"
+    );
+    let made = state_resources(&state).len();
+    assert!(made >= 5 && made < RESOURCES, "{made} made before the stop");
+    assert_eq!(
+        aws.parameters_of(&stack).await.len(),
+        made,
+        "AWS has what the state says"
+    );
+
+    // The next deploy continues: it creates only what is missing.
+    let next = sf.ok(&args);
+    assert!(
+        next.stdout
+            .contains(&format!("{} created", RESOURCES - made)),
+        "{}",
+        next.describe()
+    );
+    sf.ok(&["destroy", "--stack", &stack]);
+    assert_eq!(aws.parameters_of(&stack).await, BTreeSet::new());
+}
