@@ -7,6 +7,7 @@
 pub mod aws_lookups;
 pub mod definitions;
 pub mod engine;
+pub mod env;
 pub mod lookups;
 pub mod progress;
 pub mod providers;

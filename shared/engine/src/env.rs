@@ -1,0 +1,210 @@
+//! The task handlers of a Lambda function, built from its environment: the DynamoDB event
+//! store, the engine's bucket, and every client made once from one AWS configuration.
+//!
+//! Building them makes no network call: the SDK resolves credentials on the first request,
+//! and the region comes from `AWS_REGION`, which Lambda always sets.
+
+use std::sync::Arc;
+
+use aws_config::BehaviorVersion;
+use aws_types::SdkConfig;
+use stackflow_events::dynamo::DynamoStore;
+
+use crate::aws_lookups::AwsLookups;
+use crate::engine::Engine;
+use crate::progress::Silent;
+use crate::providers::Providers;
+use crate::tasks::Tasks;
+
+/// The DynamoDB table of the event store.
+pub const TABLE: &str = "STACKFLOW_TABLE";
+/// The engine's bucket (inputs, plans, gates, large event bodies, custom resource answers).
+pub const BUCKET: &str = "STACKFLOW_BUCKET";
+/// Whether lookups fall back to CloudFormation for exports and outputs stackflow has not
+/// recorded (`true` or `false`; `true` when unset).
+pub const CFN_FALLBACK: &str = "STACKFLOW_CFN_FALLBACK";
+/// The function's name, set by Lambda.
+pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
+
+/// What a function reads from its environment, besides the AWS configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The event store's table.
+    pub table: String,
+    /// The engine's bucket.
+    pub bucket: String,
+    /// Read exports and outputs from CloudFormation when stackflow has none.
+    pub cloudformation_fallback: bool,
+    /// The lock holder name of this function's runs: `lambda:<function name>`.
+    pub who: String,
+}
+
+impl Settings {
+    /// The settings from `var` (the process environment in [`tasks_from_env`]); an error
+    /// names the variable and says what it is for.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
+        let required = |name: &str, what: &str| match var(name) {
+            Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
+            _ => Err(format!("{name} is not set: it names {what}")),
+        };
+        let table = required(TABLE, "the DynamoDB table of stackflow's event store")?;
+        let bucket = required(
+            BUCKET,
+            "the engine's S3 bucket (deploy inputs, plans, gates, large event bodies)",
+        )?;
+        let cloudformation_fallback = match var(CFN_FALLBACK) {
+            None => true,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "true" | "1" | "yes" => true,
+                "false" | "0" | "no" => false,
+                _ => {
+                    return Err(format!(
+                        "{CFN_FALLBACK} is {v:?}: it is true or false (whether lookups read exports and outputs from CloudFormation when stackflow has not recorded them)"
+                    ));
+                }
+            },
+        };
+        let who = match var(FUNCTION_NAME) {
+            Some(name) if !name.is_empty() => format!("lambda:{name}"),
+            _ => "lambda".to_string(),
+        };
+        Ok(Settings {
+            table,
+            bucket,
+            cloudformation_fallback,
+            who,
+        })
+    }
+
+    /// The handlers on `config`'s clients.
+    pub fn tasks(&self, config: &SdkConfig) -> Result<Tasks<DynamoStore>, String> {
+        let region = config
+            .region()
+            .map(|r| r.as_ref().to_string())
+            .ok_or_else(|| "AWS_REGION is not set: it names the region deployed to".to_string())?;
+        // Path-style addressing when an endpoint is configured (a local emulator has no
+        // virtual-host buckets).
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(config)
+                .force_path_style(config.endpoint_url().is_some())
+                .build(),
+        );
+        let store = DynamoStore::new(
+            aws_sdk_dynamodb::Client::new(config),
+            s3.clone(),
+            self.table.clone(),
+            Some(self.bucket.clone()),
+        );
+        let engine = Engine {
+            store: Arc::new(store),
+            providers: Providers::from_config(config, Some(self.bucket.clone())),
+            lookups: Arc::new(AwsLookups::new(config)),
+            region,
+            who: self.who.clone(),
+            cloudformation_fallback: self.cloudformation_fallback,
+            progress: Arc::new(Silent),
+            // A function cannot tell whether another run is gone: `stackflow unlock`
+            // breaks such a lock.
+            stale: Arc::new(|_| false),
+        };
+        Ok(Tasks {
+            engine: Arc::new(engine),
+            s3,
+            sfn: aws_sdk_sfn::Client::new(config),
+            bucket: self.bucket.clone(),
+        })
+    }
+}
+
+/// The handlers of a Lambda function: [`Settings`] from the process environment, on the
+/// AWS configuration loaded once from it.
+pub async fn tasks_from_env() -> Result<Tasks<DynamoStore>, String> {
+    let settings = Settings::from_vars(|name| std::env::var(name).ok())?;
+    let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+    settings.tasks(&config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn reads_the_table_the_bucket_and_the_function_name() {
+        let s = Settings::from_vars(vars(&[
+            (TABLE, "events"),
+            (BUCKET, "engine"),
+            (FUNCTION_NAME, "stackflow-plan"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s,
+            Settings {
+                table: "events".into(),
+                bucket: "engine".into(),
+                cloudformation_fallback: true,
+                who: "lambda:stackflow-plan".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_variable_is_named_with_its_purpose() {
+        let e = Settings::from_vars(vars(&[(BUCKET, "engine")])).unwrap_err();
+        assert!(e.starts_with("STACKFLOW_TABLE is not set"), "{e}");
+        assert!(e.contains("DynamoDB table"), "{e}");
+        let e = Settings::from_vars(vars(&[(TABLE, "events"), (BUCKET, " ")])).unwrap_err();
+        assert!(e.starts_with("STACKFLOW_BUCKET is not set"), "{e}");
+        assert!(e.contains("bucket"), "{e}");
+    }
+
+    #[test]
+    fn the_cloudformation_fallback_is_a_boolean() {
+        let with = |v: &str| {
+            Settings::from_vars(vars(&[(TABLE, "t"), (BUCKET, "b"), (CFN_FALLBACK, v)]))
+                .map(|s| s.cloudformation_fallback)
+        };
+        assert_eq!(with("false"), Ok(false));
+        assert_eq!(with("0"), Ok(false));
+        assert_eq!(with("TRUE"), Ok(true));
+        let e = with("maybe").unwrap_err();
+        assert!(e.starts_with("STACKFLOW_CFN_FALLBACK is \"maybe\""), "{e}");
+    }
+
+    #[test]
+    fn a_region_is_required() {
+        let s = Settings::from_vars(vars(&[(TABLE, "t"), (BUCKET, "b")])).unwrap();
+        let config = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .build();
+        let e = s.tasks(&config).err().unwrap();
+        assert!(e.starts_with("AWS_REGION is not set"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn builds_the_tasks_without_a_network_call() {
+        let s = Settings::from_vars(vars(&[(TABLE, "t"), (BUCKET, "b")])).unwrap();
+        let config = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(aws_types::region::Region::new("eu-west-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        let tasks = s.tasks(&config).unwrap();
+        assert_eq!(tasks.bucket, "b");
+        assert_eq!(tasks.engine.region, "eu-west-1");
+        assert_eq!(tasks.engine.who, "lambda");
+        assert!(tasks.engine.providers.custom.is_some());
+    }
+}
