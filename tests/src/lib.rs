@@ -5,5 +5,6 @@
 //! started, shared by the tests of one binary, and stopped.
 
 pub mod emulator;
+pub mod latency;
 
 pub use emulator::{Emulator, unique_name};
