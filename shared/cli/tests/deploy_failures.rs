@@ -1459,7 +1459,10 @@ async fn ctrl_c_stops_the_deploy_records_what_ran_and_releases_the_lock() {
         "every call that ran is recorded: {state}"
     );
     let made = state_resources(&state).len();
-    assert!((5..RESOURCES).contains(&made), "{made} made before the stop");
+    assert!(
+        (5..RESOURCES).contains(&made),
+        "{made} made before the stop"
+    );
     assert_eq!(
         aws.parameters_of(&stack).await.len(),
         made,
