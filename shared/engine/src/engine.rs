@@ -132,6 +132,21 @@ pub struct StackReport {
 }
 
 impl StackReport {
+    /// Counts what each resource task did.
+    fn tally(&mut self, results: &[(String, Result<Done, Failure>)]) {
+        for (id, r) in results {
+            match r {
+                Ok(Done::Created) => self.created += 1,
+                Ok(Done::Updated) => self.updated += 1,
+                Ok(Done::Replaced) => self.replaced += 1,
+                Ok(Done::Deleted) => self.deleted += 1,
+                Ok(Done::Retained(_)) => self.retained += 1,
+                Ok(Done::Skipped(why)) => self.skipped.push((id.clone(), why.clone())),
+                Err(f) => self.failures.push(f.clone()),
+            }
+        }
+    }
+
     fn new(stack: &str, deploy_id: &str) -> StackReport {
         StackReport {
             stack: stack.to_string(),
@@ -675,7 +690,8 @@ pub enum Done {
 }
 
 impl Done {
-    fn word(&self) -> &'static str {
+    /// The outcome as progress lines and task results say it.
+    pub fn word(&self) -> &'static str {
         match self {
             Done::Created => "created",
             Done::Updated => "updated",
@@ -1587,6 +1603,28 @@ fn child_input(
         pseudo,
         nested: nested.nested.clone(),
     })
+}
+
+/// The logical id and type a cleanup item is about, for progress lines.
+fn cleanup_subject(
+    state: &stackflow_events::projection::StackState,
+    item: &Cleanup,
+) -> (String, String) {
+    match item {
+        Cleanup::Removed(id) => (
+            id.clone(),
+            state
+                .resources
+                .get(id)
+                .map(|r| r.resource_type.clone())
+                .unwrap_or_default(),
+        ),
+        Cleanup::Predecessor(p) => state
+            .predecessors
+            .get(p)
+            .map(|x| (x.logical_id.clone(), x.resource.resource_type.clone()))
+            .unwrap_or_default(),
+    }
 }
 
 /// The cleanup graph over `removed` resources and every predecessor in `state`.
@@ -2546,23 +2584,7 @@ pub async fn deploy_stack<S: EventStore + 'static>(
                 async move {
                     let t = Instant::now();
                     let item = by_id[&task_id].clone();
-                    let (logical, ty) = {
-                        let s = d.recorder.state();
-                        match &item {
-                            Cleanup::Removed(id) => (
-                                id.clone(),
-                                s.resources
-                                    .get(id)
-                                    .map(|r| r.resource_type.clone())
-                                    .unwrap_or_default(),
-                            ),
-                            Cleanup::Predecessor(p) => s
-                                .predecessors
-                                .get(p)
-                                .map(|x| (x.logical_id.clone(), x.resource.resource_type.clone()))
-                                .unwrap_or_default(),
-                        }
-                    };
+                    let (logical, ty) = cleanup_subject(&d.recorder.state(), &item);
                     d.engine.progress.report(ProgressEvent::ResourceStarted {
                         stack: d.stack(),
                         logical_id: &logical,
@@ -2590,17 +2612,7 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         return Err(e);
     }
     let results = std::mem::take(&mut *results.lock().unwrap_or_else(|p| p.into_inner()));
-    for (id, r) in &results {
-        match r {
-            Ok(Done::Created) => report.created += 1,
-            Ok(Done::Updated) => report.updated += 1,
-            Ok(Done::Replaced) => report.replaced += 1,
-            Ok(Done::Deleted) => report.deleted += 1,
-            Ok(Done::Retained(_)) => report.retained += 1,
-            Ok(Done::Skipped(why)) => report.skipped.push((id.clone(), why.clone())),
-            Err(f) => report.failures.push(f.clone()),
-        }
-    }
+    report.tally(&results);
     // Replaced predecessors deleted count as deletes already; a replacement is counted
     // once as replaced.
     if report.failures.is_empty() && !stopped_by_user {
@@ -2813,23 +2825,7 @@ pub async fn destroy_stack<S: EventStore + 'static>(
                 async move {
                     let t = Instant::now();
                     let item = by_id[&task_id].clone();
-                    let (logical, ty) = {
-                        let s = recorder.state();
-                        match &item {
-                            Cleanup::Removed(id) => (
-                                id.clone(),
-                                s.resources
-                                    .get(id)
-                                    .map(|r| r.resource_type.clone())
-                                    .unwrap_or_default(),
-                            ),
-                            Cleanup::Predecessor(p) => s
-                                .predecessors
-                                .get(p)
-                                .map(|x| (x.logical_id.clone(), x.resource.resource_type.clone()))
-                                .unwrap_or_default(),
-                        }
-                    };
+                    let (logical, ty) = cleanup_subject(&recorder.state(), &item);
                     engine.progress.report(ProgressEvent::ResourceStarted {
                         stack: &stack,
                         logical_id: &logical,
@@ -2848,15 +2844,7 @@ pub async fn destroy_stack<S: EventStore + 'static>(
         return Err(e);
     }
     let results = std::mem::take(&mut *results.lock().unwrap_or_else(|p| p.into_inner()));
-    for (id, r) in &results {
-        match r {
-            Ok(Done::Deleted) => report.deleted += 1,
-            Ok(Done::Retained(_)) => report.retained += 1,
-            Ok(Done::Skipped(why)) => report.skipped.push((id.clone(), why.clone())),
-            Ok(_) => {}
-            Err(f) => report.failures.push(f.clone()),
-        }
-    }
+    report.tally(&results);
     let empty = {
         let s = recorder.state();
         s.resources.is_empty() && s.predecessors.is_empty()

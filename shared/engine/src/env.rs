@@ -82,13 +82,7 @@ impl Settings {
             .region()
             .map(|r| r.as_ref().to_string())
             .ok_or_else(|| "AWS_REGION is not set: it names the region deployed to".to_string())?;
-        // Path-style addressing when an endpoint is configured (a local emulator has no
-        // virtual-host buckets).
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(config)
-                .force_path_style(config.endpoint_url().is_some())
-                .build(),
-        );
+        let s3 = crate::providers::s3_client(config);
         let store = DynamoStore::new(
             aws_sdk_dynamodb::Client::new(config),
             s3.clone(),

@@ -31,6 +31,16 @@ impl std::fmt::Debug for Providers {
     }
 }
 
+/// An S3 client for `config`, with path-style addressing when an endpoint is configured
+/// (a local emulator has no virtual-host buckets).
+pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(config)
+            .force_path_style(config.endpoint_url().is_some())
+            .build(),
+    )
+}
+
 /// Where a resource goes, and what to record.
 #[derive(Clone)]
 pub struct Routed {
@@ -46,11 +56,7 @@ impl Providers {
     pub fn from_config(config: &SdkConfig, custom_bucket: Option<String>) -> Providers {
         let mut registry = Registry::new();
         let ssm = aws_sdk_ssm::Client::new(config);
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(config)
-                .force_path_style(config.endpoint_url().is_some())
-                .build(),
-        );
+        let s3 = s3_client(config);
         let lambda = aws_sdk_lambda::Client::new(config);
         let sns = aws_sdk_sns::Client::new(config);
         registry.register(

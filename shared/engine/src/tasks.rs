@@ -519,8 +519,8 @@ impl<S: EventStore + 'static> Tasks<S> {
                 .await?;
                 self.open_dependents(item).await?;
                 let (outcome, reason) = match &done {
-                    Done::Retained(r) | Done::Skipped(r) => (word(&done), Some(r.clone())),
-                    _ => (word(&done), None),
+                    Done::Retained(r) | Done::Skipped(r) => (done.word(), Some(r.clone())),
+                    _ => (done.word(), None),
                 };
                 Ok(ItemResult {
                     id: item.id.clone(),
@@ -763,17 +763,6 @@ impl<S: EventStore + 'static> Tasks<S> {
                 ),
             )),
         }
-    }
-}
-
-fn word(done: &Done) -> &'static str {
-    match done {
-        Done::Created => "created",
-        Done::Updated => "updated",
-        Done::Replaced => "replaced",
-        Done::Deleted => "deleted",
-        Done::Retained(_) => "retained",
-        Done::Skipped(_) => "skipped",
     }
 }
 

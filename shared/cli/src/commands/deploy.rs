@@ -5,9 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use anyhow::Context as _;
 use indexmap::IndexMap;
-use stackflow_core::intrinsics::{Pseudo, bind_parameters};
+use stackflow_core::intrinsics::{BoundParameters, Pseudo};
 use stackflow_core::template::{StackTemplate, load_path};
 use stackflow_engine::aws_lookups::AwsLookups;
 use stackflow_engine::engine::StaleCheck;
@@ -222,6 +221,25 @@ pub struct Setup {
     pub account_id: Option<String>,
 }
 
+impl Setup {
+    /// What the engine deploys for `stack`, in this region and account.
+    pub fn input(&self, stack: StackTemplate, parameters: BoundParameters) -> StackInput {
+        StackInput {
+            pseudo: Pseudo {
+                region: self.region.clone(),
+                account_id: self.account_id.clone(),
+                stack_name: stack.name.clone(),
+                stack_id: None,
+            },
+            name: stack.name,
+            source: stack.file.display().to_string(),
+            template: stack.template,
+            parameters,
+            nested: stack.nested,
+        }
+    }
+}
+
 async fn setup(global: &GlobalArgs, cfn_fallback: bool, verbose: u8) -> anyhow::Result<Setup> {
     setup_with(
         global,
@@ -307,17 +325,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     let stacks = load_path(&args.path)?;
     let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
     let stacks = dependency_order(stacks);
-    let given: IndexMap<String, String> = args.parameters.iter().cloned().collect();
-    // Parameters are checked for every stack before any AWS call.
-    let mut bound = Vec::with_capacity(stacks.len());
-    for stack in &stacks {
-        let mut values = stack.parameters.clone();
-        values.extend(given.clone());
-        let parameters = bind_parameters(&stack.template, &values)
-            .map_err(|e| e.in_file(stack.file.display()))
-            .with_context(|| format!("stack {}", stack.name))?;
-        bound.push(parameters);
-    }
+    let bound = super::diff::bind_all(&stacks, &args.parameters)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
     let remote = if args.remote.remote {
         Some(super::remote::Remote::new(global, &args.remote, &setup).await?)
@@ -331,19 +339,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
 
     let mut reports = Vec::new();
     for (stack, parameters) in stacks.into_iter().zip(bound) {
-        let input = StackInput {
-            pseudo: Pseudo {
-                region: setup.region.clone(),
-                account_id: setup.account_id.clone(),
-                stack_name: stack.name.clone(),
-                stack_id: None,
-            },
-            name: stack.name,
-            source: stack.file.display().to_string(),
-            template: stack.template,
-            parameters,
-            nested: stack.nested,
-        };
+        let input = setup.input(stack, parameters);
         if let Some(remote) = &remote {
             let code = remote
                 .deploy(

@@ -4,10 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use indexmap::IndexMap;
-use stackflow_core::intrinsics::{Pseudo, bind_parameters};
+use stackflow_core::intrinsics::{BoundParameters, bind_parameters};
 use stackflow_core::plan::Plan;
 use stackflow_core::template::{StackTemplate, load_path};
-use stackflow_engine::stack::StackInput;
 
 use crate::args::{DiffArgs, GlobalArgs};
 use crate::render;
@@ -43,21 +42,29 @@ pub fn select_stacks(
     Ok(stacks)
 }
 
+/// Binds every stack's parameters (the cloud assembly's, then the command line's), all
+/// checked before any AWS call.
+pub fn bind_all(
+    stacks: &[StackTemplate],
+    given: &[(String, String)],
+) -> anyhow::Result<Vec<BoundParameters>> {
+    let given: IndexMap<String, String> = given.iter().cloned().collect();
+    stacks
+        .iter()
+        .map(|stack| {
+            let mut values = stack.parameters.clone();
+            values.extend(given.clone());
+            bind_parameters(&stack.template, &values)
+                .map_err(|e| e.in_file(stack.file.display()))
+                .with_context(|| format!("stack {}", stack.name))
+        })
+        .collect()
+}
+
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
     let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
-    let given: IndexMap<String, String> = args.parameters.iter().cloned().collect();
-
-    // Parameters from the cloud assembly, then the command line; checked before any call.
-    let mut bound = Vec::with_capacity(stacks.len());
-    for stack in &stacks {
-        let mut values = stack.parameters.clone();
-        values.extend(given.clone());
-        let parameters = bind_parameters(&stack.template, &values)
-            .map_err(|e| e.in_file(stack.file.display()))
-            .with_context(|| format!("stack {}", stack.name))?;
-        bound.push(parameters);
-    }
+    let bound = bind_all(&stacks, &args.parameters)?;
 
     // A diff never creates a store: a local store that does not exist yet holds nothing.
     let store = match &global.store {
@@ -76,19 +83,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     .await?;
     let mut plans: Vec<Plan> = Vec::new();
     for (stack, parameters) in stacks.iter().zip(bound) {
-        let input = StackInput {
-            pseudo: Pseudo {
-                region: setup.region.clone(),
-                account_id: setup.account_id.clone(),
-                stack_name: stack.name.clone(),
-                stack_id: None,
-            },
-            name: stack.name.clone(),
-            source: stack.file.display().to_string(),
-            template: stack.template.clone(),
-            parameters,
-            nested: stack.nested.clone(),
-        };
+        let input = setup.input(stack.clone(), parameters);
         plans.push(setup.engine.plan_only(&input).await?);
     }
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 use stackflow_core::intrinsics::partition;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::engine::new_id;
+use stackflow_engine::providers::s3_client;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
@@ -247,14 +248,6 @@ impl Remote {
         self.follow(store, &StreamId::new(&self.region, stack), &execution)
             .await
     }
-}
-
-fn s3_client(config: &aws_types::SdkConfig) -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(config)
-            .force_path_style(config.endpoint_url().is_some())
-            .build(),
-    )
 }
 
 /// `stackflow worker`.
