@@ -27,6 +27,9 @@
 use std::time::Duration;
 
 use aws_sdk_cloudcontrol::Client;
+use aws_sdk_cloudcontrol::operation::create_resource::builders::CreateResourceFluentBuilder;
+use aws_sdk_cloudcontrol::operation::delete_resource::builders::DeleteResourceFluentBuilder;
+use aws_sdk_cloudcontrol::operation::update_resource::builders::UpdateResourceFluentBuilder;
 use aws_sdk_cloudcontrol::types::{OperationStatus, ProgressEvent};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -35,10 +38,8 @@ use tokio::time::Instant;
 
 use crate::error::ProviderError;
 use crate::patch::{diff_patch, without_paths};
-use crate::provider::{
-    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
-    ResourceRequest, Updated,
-};
+use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported, Properties};
+use crate::provider::{Provider, ProviderFuture, ResourceRequest, Updated};
 use crate::retry::{RetryPolicy, retry};
 
 /// How a Cloud Control request is polled.
@@ -107,36 +108,44 @@ impl CloudControlProvider {
         self
     }
 
-    /// Runs one mutating request (`send` given the client token) to its terminal status,
-    /// resending it under a derived token after a retryable handler failure.
-    async fn run<F, Fut>(
+    /// Runs one mutating request for `request`'s resource to its terminal status, resending
+    /// it under a derived token after a retryable handler failure. Errors name `request`.
+    async fn run<C: Change>(
         &self,
-        what: &str,
-        token: &str,
-        send: F,
-    ) -> Result<ProgressEvent, ProviderError>
-    where
-        F: Fn(Option<String>) -> Fut,
-        Fut: Future<Output = Result<Option<ProgressEvent>, ProviderError>>,
-    {
-        let mut attempt = 0;
-        loop {
-            let client_token = (!token.is_empty()).then(|| attempt_token(token, attempt));
-            let event = retry(&self.retry, what, || send(client_token.clone()))
+        request: &ResourceRequest,
+        change: C,
+    ) -> Result<ProgressEvent, ProviderError> {
+        let what = C::WHAT;
+        let run = async {
+            let mut attempt = 0;
+            loop {
+                let token = &request.token;
+                let client_token = (!token.is_empty()).then(|| attempt_token(token, attempt));
+                let event = retry(&self.retry, what, || {
+                    let change = change.clone();
+                    change.send_for(&request.resource_type, client_token.clone())
+                })
                 .await?
                 .ok_or_else(|| {
                     ProviderError::Other(format!("{what}: no ProgressEvent in the answer"))
                 })?;
-            let event = self.wait(what, event).await?;
-            match handler_failure(what, &event) {
-                None => return Ok(event),
-                Some(error) if error.is_retryable() && attempt < FAILED_REQUEST_RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+                let event = self.wait(what, event).await?;
+                match handler_failure(what, &event) {
+                    None => return Ok(event),
+                    Some(error) if error.is_retryable() && attempt < FAILED_REQUEST_RETRIES => {
+                        attempt += 1;
+                        tokio::time::sleep(self.retry.backoff(attempt)).await;
+                    }
+                    Some(error) => return Err(error),
                 }
-                Some(error) => return Err(error),
             }
-        }
+        };
+        run.await.map_err(|e: ProviderError| {
+            e.context(format!(
+                "{} ({})",
+                request.logical_id, request.resource_type
+            ))
+        })
     }
 
     /// Polls `GetResourceRequestStatus` until `event` is terminal.
@@ -228,6 +237,43 @@ impl CloudControlProvider {
         Ok(attributes_from_model(schema::schema(resource_type), &model))
     }
 }
+
+/// A Cloud Control request that changes a resource: sent with the resource's type and a
+/// client token, it answers a `ProgressEvent`.
+trait Change: Clone {
+    /// The operation's name.
+    const WHAT: &'static str;
+
+    /// Sends the request for a resource of type `resource_type`, with `token`.
+    fn send_for(
+        self,
+        resource_type: &str,
+        token: Option<String>,
+    ) -> impl Future<Output = Result<Option<ProgressEvent>, ProviderError>> + Send;
+}
+
+/// Implements [`Change`] for the fluent builder of a mutating operation.
+macro_rules! change {
+    ($builder:ty, $what:literal) => {
+        impl Change for $builder {
+            const WHAT: &'static str = $what;
+
+            async fn send_for(
+                self,
+                resource_type: &str,
+                token: Option<String>,
+            ) -> Result<Option<ProgressEvent>, ProviderError> {
+                let sent = self.type_name(resource_type).set_client_token(token).send();
+                let answer = sent.await.map_err(|e| ProviderError::from_sdk($what, e))?;
+                Ok(answer.progress_event)
+            }
+        }
+    };
+}
+
+change!(CreateResourceFluentBuilder, "CreateResource");
+change!(UpdateResourceFluentBuilder, "UpdateResource");
+change!(DeleteResourceFluentBuilder, "DeleteResource");
 
 /// True while a request is not terminal.
 fn is_pending(event: &ProgressEvent) -> bool {
@@ -368,35 +414,12 @@ impl Provider for CloudControlProvider {
         None
     }
 
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+    fn create<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Created> {
         Box::pin(async move {
             let desired = Value::Object(desired_state(&request.resource_type, &request.properties))
                 .to_string();
-            let event = self
-                .run("CreateResource", &request.token, |token| {
-                    let desired = desired.clone();
-                    async move {
-                        self.client
-                            .create_resource()
-                            .type_name(&request.resource_type)
-                            .desired_state(desired)
-                            .set_client_token(token)
-                            .send()
-                            .await
-                            .map(|o| o.progress_event)
-                            .map_err(|e| ProviderError::from_sdk("CreateResource", e))
-                    }
-                })
-                .await
-                .map_err(|e| {
-                    e.context(format!(
-                        "{} ({})",
-                        request.logical_id, request.resource_type
-                    ))
-                })?;
+            let create = self.client.create_resource().desired_state(desired);
+            let event = self.run(request, create).await?;
             let physical_id = event
                 .identifier()
                 .ok_or_else(|| {
@@ -413,38 +436,15 @@ impl Provider for CloudControlProvider {
         })
     }
 
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
+    fn update<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Updated> {
         Box::pin(async move {
             let identifier = request.require_physical_id()?;
             let previous = request.previous_properties.clone().unwrap_or_default();
             let patch = update_patch(&request.resource_type, &previous, &request.properties);
             if !patch.is_empty() {
-                let document = Value::Array(patch).to_string();
-                self.run("UpdateResource", &request.token, |token| {
-                    let document = document.clone();
-                    async move {
-                        self.client
-                            .update_resource()
-                            .type_name(&request.resource_type)
-                            .identifier(identifier)
-                            .patch_document(document)
-                            .set_client_token(token)
-                            .send()
-                            .await
-                            .map(|o| o.progress_event)
-                            .map_err(|e| ProviderError::from_sdk("UpdateResource", e))
-                    }
-                })
-                .await
-                .map_err(|e| {
-                    e.context(format!(
-                        "{} ({})",
-                        request.logical_id, request.resource_type
-                    ))
-                })?;
+                let update = self.client.update_resource().identifier(identifier);
+                let update = update.patch_document(Value::Array(patch).to_string());
+                self.run(request, update).await?;
             }
             let attributes = self
                 .attributes_of(&request.resource_type, identifier)
@@ -457,39 +457,17 @@ impl Provider for CloudControlProvider {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
+    fn delete<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Deleted> {
         Box::pin(async move {
             let identifier = request.require_physical_id()?;
-            let result = self
-                .run("DeleteResource", &request.token, |token| async move {
-                    self.client
-                        .delete_resource()
-                        .type_name(&request.resource_type)
-                        .identifier(identifier)
-                        .set_client_token(token)
-                        .send()
-                        .await
-                        .map(|o| o.progress_event)
-                        .map_err(|e| ProviderError::from_sdk("DeleteResource", e))
-                })
-                .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e.context(format!(
-                    "{} ({})",
-                    request.logical_id, request.resource_type
-                ))),
-            }
+            let delete = self.client.delete_resource().identifier(identifier);
+            let result = self.run(request, delete).await;
+            // A resource that is gone already is deleted.
+            Deleted::unless_missing(result)
         })
     }
 
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
+    fn import<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Imported> {
         Box::pin(async move {
             let Some(identifier) = import_identifier(request) else {
                 return Ok(Imported::NotDeployedYet);
@@ -512,7 +490,7 @@ impl Provider for CloudControlProvider {
     fn read_current_state<'a>(
         &'a self,
         request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
+    ) -> ProviderFuture<'a, CurrentState> {
         Box::pin(async move {
             let identifier = request.require_physical_id()?;
             match self.get_model(&request.resource_type, identifier).await {
@@ -535,10 +513,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn map(v: Value) -> Properties {
-        v.as_object().cloned().unwrap_or_default()
-    }
+    use crate::sdk::common::testing::props as map;
 
     #[test]
     fn client_tokens_fit_cloud_control_rules() {

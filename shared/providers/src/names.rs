@@ -33,6 +33,16 @@ pub fn given_or_generated(
     property: &str,
     rules: NameRules,
 ) -> (String, bool) {
+    given_or_suffixed(request, property, "", rules)
+}
+
+/// [`given_or_generated`] with `suffix` (e.g. `.fifo`) at the end of a generated name.
+pub fn given_or_suffixed(
+    request: &ResourceRequest,
+    property: &str,
+    suffix: &str,
+    rules: NameRules,
+) -> (String, bool) {
     match request.string_property(property) {
         Some(name) => (name.to_string(), false),
         None => (
@@ -40,7 +50,7 @@ pub fn given_or_generated(
                 &request.stack_name,
                 &request.logical_id,
                 &request.token,
-                "",
+                suffix,
                 rules,
             ),
             true,

@@ -20,6 +20,10 @@ use crate::error::ProviderError;
 /// A boxed, `Send` future, the return type of every asynchronous [`Provider`] method.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What every [`Provider`] operation returns: a [`BoxFuture`] of the answer or a
+/// [`ProviderError`].
+pub type ProviderFuture<'a, T> = BoxFuture<'a, Result<T, ProviderError>>;
+
 /// A resource's `Properties`, intrinsic functions already resolved.
 pub type Properties = Map<String, Value>;
 
@@ -180,32 +184,20 @@ pub trait Provider: Send + Sync {
     fn handled_properties(&self, resource_type: &str) -> Option<&[&str]>;
 
     /// Creates the resource from `request.properties`.
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>>;
+    fn create<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Created>;
 
     /// Updates the resource `request.physical_id` from `request.previous_properties` to
     /// `request.properties`. A change the provider cannot make in place is a
     /// [`ProviderError::NotUpdatable`] (the caller then replaces the resource).
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>>;
+    fn update<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Updated>;
 
     /// Deletes the resource `request.physical_id`; a resource that is already gone is
     /// [`Deleted::Done`].
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>>;
+    fn delete<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Deleted>;
 
     /// Finds an existing resource: the id is `request.physical_id` (an explicit override)
     /// or the name the template gives; a describe call confirms it exists.
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
+    fn import<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Imported> {
         let _ = request;
         Box::pin(async { Ok(Imported::Unsupported) })
     }
@@ -214,7 +206,7 @@ pub trait Provider: Send + Sync {
     fn read_current_state<'a>(
         &'a self,
         request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
+    ) -> ProviderFuture<'a, CurrentState> {
         Box::pin(async move {
             Ok(CurrentState::CannotRead(format!(
                 "provider {} cannot read {} resources",

@@ -27,16 +27,15 @@ use aws_sdk_iam::Client;
 use aws_sdk_iam::types::{Role, Tag};
 use serde_json::{Value, json};
 
+use super::common::{
+    self, SdkResource, Tagging, call, context, find_in_pages, insert_tags, int_of, keep_name,
+    missing_as_none, sdk_provider, sdk_tags, string_or_number_of, tag_pairs, tagging, value_string,
+    vanished,
+};
 use crate::error::ProviderError;
 use crate::names::{NameRules, given_or_generated};
-use crate::provider::{
-    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
-    ResourceRequest, Updated,
-};
-use crate::retry::{RetryPolicy, retry};
-
-/// The resource type this provider handles.
-pub const TYPE: &str = "AWS::IAM::Role";
+use crate::provider::{Attributes, Created, CurrentState};
+use crate::provider::{Properties, ResourceRequest, Updated};
 
 const HANDLED: &[&str] = &[
     "RoleName",
@@ -60,23 +59,13 @@ const NAME_RULES: NameRules = NameRules {
 /// IAM's `MaxSessionDuration` when none is given.
 const DEFAULT_MAX_SESSION: i32 = 3600;
 
-/// The `AWS::IAM::Role` provider.
-#[derive(Debug, Clone)]
-pub struct IamRoleProvider {
-    client: Client,
-    retry: RetryPolicy,
+sdk_provider! {
+    /// The `AWS::IAM::Role` provider.
+    IamRoleProvider(Client), "AWS::IAM::Role", HANDLED
 }
 
 fn invalid(what: &str) -> ProviderError {
-    ProviderError::InvalidRequest(format!("{TYPE}: {what}"))
-}
-
-/// A policy document as IAM takes it: an object as JSON text, a string as it is.
-fn document_text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    common::invalid(TYPE, what)
 }
 
 /// Decodes `%XX` escapes (IAM answers policy documents URL-encoded, RFC 3986 style).
@@ -109,62 +98,17 @@ fn document_value(text: &str) -> Value {
 }
 
 fn string_of(props: &Properties, key: &str) -> Option<String> {
-    match props.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn int_of(props: &Properties, key: &str) -> Result<Option<i32>, ProviderError> {
-    match props.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| invalid(&format!("{key} must be an integer"))),
-        Some(Value::String(s)) => s
-            .parse()
-            .map(Some)
-            .map_err(|_| invalid(&format!("{key} must be an integer"))),
-        Some(_) => Err(invalid(&format!("{key} must be an integer"))),
-    }
+    string_or_number_of(props, key)
 }
 
 /// The template's tags as (key, value), by key.
 fn tag_map(props: &Properties) -> Result<BTreeMap<String, String>, ProviderError> {
-    let Some(tags) = props.get("Tags") else {
-        return Ok(BTreeMap::new());
-    };
-    tags.as_array()
-        .ok_or_else(|| invalid("Tags must be a list of Key/Value objects"))?
-        .iter()
-        .map(|t| {
-            let key = t
-                .get("Key")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("a tag without a Key"))?;
-            let value = match t.get("Value") {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            Ok((key.to_string(), value))
-        })
-        .collect()
+    Ok(tag_pairs(TYPE, props)?.into_iter().collect())
 }
 
-fn sdk_tags(tags: &BTreeMap<String, String>) -> Result<Vec<Tag>, ProviderError> {
-    tags.iter()
-        .map(|(k, v)| {
-            Tag::builder()
-                .key(k)
-                .value(v)
-                .build()
-                .map_err(|e| invalid(&format!("tag {k}: {e}")))
-        })
-        .collect()
+/// The IAM tags of `tags`.
+fn iam_tags(tags: impl IntoIterator<Item = (String, String)>) -> Result<Vec<Tag>, ProviderError> {
+    sdk_tags(TYPE, tags, |k, v| Tag::builder().key(k).value(v).build())
 }
 
 /// `ManagedPolicyArns` of the template.
@@ -200,7 +144,7 @@ fn inline_policies(props: &Properties) -> Result<BTreeMap<String, String>, Provi
             let document = p
                 .get("PolicyDocument")
                 .ok_or_else(|| invalid(&format!("inline policy {name} has no PolicyDocument")))?;
-            Ok((name.to_string(), document_text(document)))
+            Ok((name.to_string(), value_string(document)))
         })
         .collect()
 }
@@ -212,138 +156,88 @@ fn attributes(role: &Role) -> Attributes {
     a
 }
 
-/// Swallows a not-found answer (for detaching or deleting what may be gone already).
-fn ok_if_gone(result: Result<(), ProviderError>) -> Result<(), ProviderError> {
-    match result {
-        Err(ProviderError::NotFound(_)) => Ok(()),
-        other => other,
-    }
-}
-
 impl IamRoleProvider {
-    /// A provider using `client`, with the default retry policy.
-    pub fn new(client: Client) -> Self {
-        IamRoleProvider {
-            client,
-            retry: RetryPolicy::default(),
-        }
-    }
-
-    /// Replaces the retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// `GetRole`, or `None` when the role does not exist.
-    async fn get(&self, name: &str) -> Result<Option<Role>, ProviderError> {
-        let got = retry(&self.retry, "GetRole", || async {
-            self.client
-                .get_role()
-                .role_name(name)
-                .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("GetRole", e))
-        })
-        .await;
-        match got {
-            Ok(out) => Ok(out.role().cloned()),
-            Err(ProviderError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     async fn get_existing(&self, name: &str) -> Result<Role, ProviderError> {
-        self.get(name).await?.ok_or_else(|| {
-            ProviderError::NotFound(format!("{TYPE} {name} vanished right after it was written"))
-        })
+        self.find(name).await?.ok_or_else(|| vanished(TYPE, name))
     }
 
     /// The ARNs of the managed policies attached to the role, in IAM's order.
     async fn attached(&self, name: &str) -> Result<Vec<String>, ProviderError> {
         let mut arns = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let page = retry(&self.retry, "ListAttachedRolePolicies", || async {
-                self.client
-                    .list_attached_role_policies()
-                    .role_name(name)
-                    .set_marker(marker.clone())
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("ListAttachedRolePolicies", e))
-            })
-            .await?;
-            arns.extend(
-                page.attached_policies()
-                    .iter()
-                    .filter_map(|p| p.policy_arn().map(str::to_string)),
-            );
-            match page.marker() {
-                Some(m) if page.is_truncated() => marker = Some(m.to_string()),
-                _ => return Ok(arns),
-            }
-        }
+        find_in_pages(
+            |marker| {
+                call(&self.retry, "ListAttachedRolePolicies", move || {
+                    self.client
+                        .list_attached_role_policies()
+                        .role_name(name)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+            },
+            |page| page.marker().filter(|_| page.is_truncated()),
+            |page| {
+                let policies = page.attached_policies().iter();
+                arns.extend(policies.filter_map(|p| p.policy_arn().map(str::to_string)));
+                None::<()>
+            },
+        )
+        .await?;
+        Ok(arns)
     }
 
     /// The names of the role's inline policies.
     async fn inline_names(&self, name: &str) -> Result<Vec<String>, ProviderError> {
         let mut names = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let page = retry(&self.retry, "ListRolePolicies", || async {
-                self.client
-                    .list_role_policies()
-                    .role_name(name)
-                    .set_marker(marker.clone())
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("ListRolePolicies", e))
-            })
-            .await?;
-            names.extend(page.policy_names().iter().cloned());
-            match page.marker() {
-                Some(m) if page.is_truncated() => marker = Some(m.to_string()),
-                _ => return Ok(names),
-            }
-        }
+        find_in_pages(
+            |marker| {
+                call(&self.retry, "ListRolePolicies", move || {
+                    self.client
+                        .list_role_policies()
+                        .role_name(name)
+                        .set_marker(marker.clone())
+                        .send()
+                })
+            },
+            |page| page.marker().filter(|_| page.is_truncated()),
+            |page| {
+                names.extend(page.policy_names().iter().cloned());
+                None::<()>
+            },
+        )
+        .await?;
+        Ok(names)
     }
 
     /// `AttachRolePolicy`; an unknown policy is an invalid request (not a missing role).
     async fn attach(&self, name: &str, arn: &str) -> Result<(), ProviderError> {
-        let attached = retry(&self.retry, "AttachRolePolicy", || async {
+        let attached = call(&self.retry, "AttachRolePolicy", || {
             self.client
                 .attach_role_policy()
                 .role_name(name)
                 .policy_arn(arn)
                 .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| ProviderError::from_sdk("AttachRolePolicy", e))
         })
         .await;
         match attached {
-            Err(ProviderError::NotFound(m)) if self.get(name).await?.is_some() => Err(
+            Ok(_) => Ok(()),
+            Err(ProviderError::NotFound(m)) if self.find(name).await?.is_some() => Err(
                 ProviderError::InvalidRequest(format!("managed policy {arn}: {m}")),
             ),
-            other => other,
+            Err(e) => Err(e),
         }
     }
 
+    /// `DetachRolePolicy`; a policy that is not attached (or a role that is gone) is fine.
     async fn detach(&self, name: &str, arn: &str) -> Result<(), ProviderError> {
-        ok_if_gone(
-            retry(&self.retry, "DetachRolePolicy", || async {
-                self.client
-                    .detach_role_policy()
-                    .role_name(name)
-                    .policy_arn(arn)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("DetachRolePolicy", e))
-            })
-            .await,
-        )
+        let detached = call(&self.retry, "DetachRolePolicy", || {
+            self.client
+                .detach_role_policy()
+                .role_name(name)
+                .policy_arn(arn)
+                .send()
+        })
+        .await;
+        missing_as_none(detached).map(|_| ())
     }
 
     async fn put_inline(
@@ -352,34 +246,29 @@ impl IamRoleProvider {
         policy: &str,
         document: &str,
     ) -> Result<(), ProviderError> {
-        retry(&self.retry, "PutRolePolicy", || async {
+        call(&self.retry, "PutRolePolicy", || {
             self.client
                 .put_role_policy()
                 .role_name(name)
                 .policy_name(policy)
                 .policy_document(document)
                 .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| ProviderError::from_sdk("PutRolePolicy", e))
         })
         .await
+        .map(|_| ())
     }
 
+    /// `DeleteRolePolicy`; a policy that is gone already is fine.
     async fn delete_inline(&self, name: &str, policy: &str) -> Result<(), ProviderError> {
-        ok_if_gone(
-            retry(&self.retry, "DeleteRolePolicy", || async {
-                self.client
-                    .delete_role_policy()
-                    .role_name(name)
-                    .policy_name(policy)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("DeleteRolePolicy", e))
-            })
-            .await,
-        )
+        let deleted = call(&self.retry, "DeleteRolePolicy", || {
+            self.client
+                .delete_role_policy()
+                .role_name(name)
+                .policy_name(policy)
+                .send()
+        })
+        .await;
+        missing_as_none(deleted).map(|_| ())
     }
 
     /// Brings the role from `previous` to `props`. `role_fields`: also write the fields
@@ -392,116 +281,9 @@ impl IamRoleProvider {
         props: &Properties,
         role_fields: bool,
     ) -> Result<(), ProviderError> {
-        let changed = |key: &str| role_fields && previous.get(key) != props.get(key);
-
-        if changed("AssumeRolePolicyDocument") {
-            let document = props
-                .get("AssumeRolePolicyDocument")
-                .map(document_text)
-                .ok_or_else(|| invalid("AssumeRolePolicyDocument is required"))?;
-            retry(&self.retry, "UpdateAssumeRolePolicy", || async {
-                self.client
-                    .update_assume_role_policy()
-                    .role_name(name)
-                    .policy_document(&document)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("UpdateAssumeRolePolicy", e))
-            })
-            .await?;
+        if role_fields {
+            self.sync_role_fields(name, previous, props).await?;
         }
-
-        if changed("Description") || changed("MaxSessionDuration") {
-            let description = string_of(props, "Description").unwrap_or_default();
-            let duration = int_of(props, "MaxSessionDuration")?.unwrap_or(DEFAULT_MAX_SESSION);
-            retry(&self.retry, "UpdateRole", || async {
-                self.client
-                    .update_role()
-                    .role_name(name)
-                    .description(&description)
-                    .max_session_duration(duration)
-                    .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("UpdateRole", e))
-            })
-            .await?;
-        }
-
-        if changed("PermissionsBoundary") {
-            match string_of(props, "PermissionsBoundary") {
-                Some(arn) => {
-                    retry(&self.retry, "PutRolePermissionsBoundary", || async {
-                        self.client
-                            .put_role_permissions_boundary()
-                            .role_name(name)
-                            .permissions_boundary(&arn)
-                            .send()
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| ProviderError::from_sdk("PutRolePermissionsBoundary", e))
-                    })
-                    .await?;
-                }
-                None => ok_if_gone(
-                    retry(&self.retry, "DeleteRolePermissionsBoundary", || async {
-                        self.client
-                            .delete_role_permissions_boundary()
-                            .role_name(name)
-                            .send()
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| {
-                                ProviderError::from_sdk("DeleteRolePermissionsBoundary", e)
-                            })
-                    })
-                    .await,
-                )?,
-            }
-        }
-
-        if changed("Tags") {
-            let old = tag_map(previous)?;
-            let new = tag_map(props)?;
-            let removed: Vec<String> = old
-                .keys()
-                .filter(|k| !new.contains_key(*k))
-                .cloned()
-                .collect();
-            let added: BTreeMap<String, String> = new
-                .into_iter()
-                .filter(|(k, v)| old.get(k) != Some(v))
-                .collect();
-            if !removed.is_empty() {
-                retry(&self.retry, "UntagRole", || async {
-                    self.client
-                        .untag_role()
-                        .role_name(name)
-                        .set_tag_keys(Some(removed.clone()))
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("UntagRole", e))
-                })
-                .await?;
-            }
-            if !added.is_empty() {
-                let tags = sdk_tags(&added)?;
-                retry(&self.retry, "TagRole", || async {
-                    self.client
-                        .tag_role()
-                        .role_name(name)
-                        .set_tags(Some(tags.clone()))
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("TagRole", e))
-                })
-                .await?;
-            }
-        }
-
         let old_arns = managed_arns(previous)?;
         let new_arns = managed_arns(props)?;
         for arn in old_arns.iter().filter(|a| !new_arns.contains(a)) {
@@ -528,273 +310,293 @@ impl IamRoleProvider {
         }
         Ok(())
     }
+
+    /// The fields `CreateRole` sets, from `previous` to `props`.
+    async fn sync_role_fields(
+        &self,
+        name: &str,
+        previous: &Properties,
+        props: &Properties,
+    ) -> Result<(), ProviderError> {
+        let changed = |key: &str| previous.get(key) != props.get(key);
+        if changed("AssumeRolePolicyDocument") {
+            let document = props
+                .get("AssumeRolePolicyDocument")
+                .map(value_string)
+                .ok_or_else(|| invalid("AssumeRolePolicyDocument is required"))?;
+            call(&self.retry, "UpdateAssumeRolePolicy", || {
+                self.client
+                    .update_assume_role_policy()
+                    .role_name(name)
+                    .policy_document(&document)
+                    .send()
+            })
+            .await?;
+        }
+        if changed("Description") || changed("MaxSessionDuration") {
+            let description = string_of(props, "Description").unwrap_or_default();
+            let duration =
+                int_of(TYPE, props, "MaxSessionDuration")?.unwrap_or(DEFAULT_MAX_SESSION);
+            call(&self.retry, "UpdateRole", || {
+                self.client
+                    .update_role()
+                    .role_name(name)
+                    .description(&description)
+                    .max_session_duration(duration)
+                    .send()
+            })
+            .await?;
+        }
+        if changed("PermissionsBoundary") {
+            self.sync_boundary(name, string_of(props, "PermissionsBoundary"))
+                .await?;
+        }
+        if changed("Tags") {
+            self.sync_tags(name, &tag_map(previous)?, &tag_map(props)?)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Puts the permissions boundary `arn`, or deletes the role's (gone already is fine).
+    async fn sync_boundary(&self, name: &str, arn: Option<String>) -> Result<(), ProviderError> {
+        let Some(arn) = arn else {
+            let deleted = call(&self.retry, "DeleteRolePermissionsBoundary", || {
+                self.client
+                    .delete_role_permissions_boundary()
+                    .role_name(name)
+                    .send()
+            })
+            .await;
+            return missing_as_none(deleted).map(|_| ());
+        };
+        call(&self.retry, "PutRolePermissionsBoundary", || {
+            self.client
+                .put_role_permissions_boundary()
+                .role_name(name)
+                .permissions_boundary(&arn)
+                .send()
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// `CreateRole` with everything it takes from `props`.
+    async fn create_role(
+        &self,
+        name: &str,
+        props: &Properties,
+    ) -> Result<Option<Role>, ProviderError> {
+        let trust = props
+            .get("AssumeRolePolicyDocument")
+            .map(value_string)
+            .ok_or_else(|| invalid("AssumeRolePolicyDocument is required"))?;
+        let tags = iam_tags(tag_map(props)?)?;
+        let duration = int_of(TYPE, props, "MaxSessionDuration")?;
+        // Checked before the role exists, so a bad list fails at once.
+        managed_arns(props)?;
+        inline_policies(props)?;
+        let made = call(&self.retry, "CreateRole", || {
+            self.client
+                .create_role()
+                .role_name(name)
+                .set_path(string_of(props, "Path"))
+                .assume_role_policy_document(&trust)
+                .set_description(string_of(props, "Description"))
+                .set_max_session_duration(duration)
+                .set_permissions_boundary(string_of(props, "PermissionsBoundary"))
+                .set_tags((!tags.is_empty()).then(|| tags.clone()))
+                .send()
+        })
+        .await?;
+        Ok(made.role().cloned())
+    }
+
+    /// The role's inline policies in the template's shape, sorted by name (`None`: the
+    /// role is gone).
+    async fn read_policies(&self, name: &str) -> Result<Option<Vec<Value>>, ProviderError> {
+        let Some(mut names) = missing_as_none(self.inline_names(name).await)? else {
+            return Ok(None);
+        };
+        names.sort();
+        let mut policies = Vec::new();
+        for policy in names {
+            let got = call(&self.retry, "GetRolePolicy", || {
+                self.client
+                    .get_role_policy()
+                    .role_name(name)
+                    .policy_name(&policy)
+                    .send()
+            })
+            .await;
+            // `None`: deleted between the list and the get.
+            if let Some(out) = missing_as_none(got)? {
+                policies.push(json!({
+                    "PolicyName": policy,
+                    "PolicyDocument": document_value(out.policy_document()),
+                }));
+            }
+        }
+        Ok(Some(policies))
+    }
 }
 
-impl Provider for IamRoleProvider {
-    fn name(&self) -> &str {
-        "sdk:AWS::IAM::Role"
-    }
+impl SdkResource for IamRoleProvider {
+    type Found = Role;
+    const TYPE: &'static str = TYPE;
+    const NAME_PROPERTY: &'static str = "RoleName";
 
-    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
-        Some(HANDLED)
-    }
-
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
-        Box::pin(async move {
-            let props = &request.properties;
-            let context = || format!("{} ({TYPE})", request.logical_id);
-            let (name, generated) = given_or_generated(request, "RoleName", NAME_RULES);
-            let trust = props
-                .get("AssumeRolePolicyDocument")
-                .map(document_text)
-                .ok_or_else(|| {
-                    invalid("AssumeRolePolicyDocument is required").context(context())
-                })?;
-            let tags = sdk_tags(&tag_map(props)?)?;
-            let duration = int_of(props, "MaxSessionDuration")?;
-            // Checked before the role exists, so a bad list fails at once.
-            managed_arns(props)?;
-            inline_policies(props)?;
-            let made = retry(&self.retry, "CreateRole", || async {
-                self.client
-                    .create_role()
-                    .role_name(&name)
-                    .set_path(string_of(props, "Path"))
-                    .assume_role_policy_document(&trust)
-                    .set_description(string_of(props, "Description"))
-                    .set_max_session_duration(duration)
-                    .set_permissions_boundary(string_of(props, "PermissionsBoundary"))
-                    .set_tags((!tags.is_empty()).then(|| tags.clone()))
-                    .send()
+    async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
+        let props = &request.properties;
+        let in_context = |e: ProviderError| e.context(context(request, TYPE));
+        let (name, generated) = given_or_generated(request, "RoleName", NAME_RULES);
+        let role = match self.create_role(&name, props).await {
+            Ok(role) => {
+                self.sync(&name, &Properties::new(), props, false)
                     .await
-                    .map_err(|e| ProviderError::from_sdk("CreateRole", e))
-            })
-            .await;
-            let role = match made {
-                Ok(out) => {
-                    let role = out.role().cloned();
-                    self.sync(&name, &Properties::new(), props, false)
-                        .await
-                        .map_err(|e| e.context(context()))?;
-                    match role {
-                        Some(role) => role,
-                        None => self.get_existing(&name).await?,
-                    }
+                    .map_err(in_context)?;
+                match role {
+                    Some(role) => role,
+                    None => self.get_existing(&name).await?,
                 }
-                Err(ProviderError::AlreadyExists(_)) if generated => {
-                    // Our own role from an earlier attempt: write everything again.
-                    let existing = self.get_existing(&name).await?;
-                    if let Some(path) = string_of(props, "Path")
-                        && path != existing.path()
-                    {
-                        return Err(ProviderError::AlreadyExists(format!(
-                            "{}: role {name} exists with path {}",
-                            context(),
-                            existing.path()
-                        )));
-                    }
-                    self.sync(&name, &Properties::new(), props, true)
-                        .await
-                        .map_err(|e| e.context(context()))?;
-                    existing
+            }
+            Err(ProviderError::AlreadyExists(_)) if generated => {
+                // Our own role from an earlier attempt: write everything again.
+                let existing = self.get_existing(&name).await?;
+                if let Some(path) = string_of(props, "Path")
+                    && path != existing.path()
+                {
+                    return Err(ProviderError::AlreadyExists(format!(
+                        "{}: role {name} exists with path {}",
+                        context(request, TYPE),
+                        existing.path()
+                    )));
                 }
-                Err(e) => return Err(e.context(context())),
-            };
-            Ok(Created {
-                attributes: attributes(&role),
-                physical_id: name,
-            })
+                self.sync(&name, &Properties::new(), props, true)
+                    .await
+                    .map_err(in_context)?;
+                existing
+            }
+            Err(e) => return Err(in_context(e)),
+        };
+        Ok(Created {
+            attributes: attributes(&role),
+            physical_id: name,
         })
     }
 
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let context = || format!("{} ({TYPE})", request.logical_id);
-            if let Some(wanted) = request.string_property("RoleName")
-                && wanted != name
-            {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{}: RoleName {name} -> {wanted} needs a new role",
-                    context()
-                )));
-            }
-            let previous = request.previous_properties.clone().unwrap_or_default();
-            let path = |p: &Properties| string_of(p, "Path").unwrap_or_else(|| "/".into());
-            if path(&previous) != path(&request.properties) {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{}: Path {} -> {} needs a new role",
-                    context(),
-                    path(&previous),
-                    path(&request.properties)
-                )));
-            }
-            self.sync(name, &previous, &request.properties, true)
-                .await
-                .map_err(|e| e.context(context()))?;
-            let role = self.get_existing(name).await?;
-            Ok(Updated {
-                physical_id: name.to_string(),
-                attributes: attributes(&role),
-                replaced: false,
-            })
+    async fn update(&self, request: &ResourceRequest) -> Result<Updated, ProviderError> {
+        let name = request.require_physical_id()?;
+        keep_name(request, TYPE, "RoleName", name, "role")?;
+        let previous = request.previous_properties.clone().unwrap_or_default();
+        let path = |p: &Properties| string_of(p, "Path").unwrap_or_else(|| "/".into());
+        if path(&previous) != path(&request.properties) {
+            return Err(ProviderError::NotUpdatable(format!(
+                "{}: Path {} -> {} needs a new role",
+                context(request, TYPE),
+                path(&previous),
+                path(&request.properties)
+            )));
+        }
+        self.sync(name, &previous, &request.properties, true)
+            .await
+            .map_err(|e| e.context(context(request, TYPE)))?;
+        let role = self.get_existing(name).await?;
+        Ok(Updated {
+            physical_id: name.to_string(),
+            attributes: attributes(&role),
+            replaced: false,
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let result = async {
-                for arn in self.attached(name).await? {
-                    self.detach(name, &arn).await?;
-                }
-                for policy in self.inline_names(name).await? {
-                    self.delete_inline(name, &policy).await?;
-                }
-                retry(&self.retry, "DeleteRole", || async {
-                    self.client
-                        .delete_role()
-                        .role_name(name)
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("DeleteRole", e))
-                })
-                .await
-            }
-            .await;
-            match result {
-                Ok(()) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e.context(format!("{} ({TYPE})", request.logical_id))),
-            }
+    /// Detaches the managed policies and deletes the inline ones first (IAM refuses to
+    /// delete a role that still has any).
+    async fn remove(&self, name: &str) -> Result<(), ProviderError> {
+        for arn in self.attached(name).await? {
+            self.detach(name, &arn).await?;
+        }
+        for policy in self.inline_names(name).await? {
+            self.delete_inline(name, &policy).await?;
+        }
+        call(&self.retry, "DeleteRole", || {
+            self.client.delete_role().role_name(name).send()
         })
+        .await
+        .map(drop)
     }
 
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
-        Box::pin(async move {
-            let Some(name) = request.explicit_or_named("RoleName") else {
-                return Ok(Imported::NotDeployedYet);
-            };
-            Ok(match self.get(&name).await? {
-                Some(role) => Imported::Found {
-                    physical_id: name,
-                    attributes: attributes(&role),
-                },
-                None => Imported::NotDeployedYet,
-            })
+    /// `GetRole`, or `None` when the role does not exist.
+    async fn find(&self, name: &str) -> Result<Option<Role>, ProviderError> {
+        let got = call(&self.retry, "GetRole", || {
+            self.client.get_role().role_name(name).send()
         })
+        .await;
+        Ok(missing_as_none(got)?.and_then(|out| out.role().cloned()))
     }
 
-    fn read_current_state<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let Some(role) = self.get(name).await? else {
-                return Ok(CurrentState::NotFound);
-            };
-            let mut state = Properties::new();
-            state.insert("RoleName".into(), json!(role.role_name()));
-            if let Some(doc) = role.assume_role_policy_document() {
-                state.insert("AssumeRolePolicyDocument".into(), document_value(doc));
-            }
-            if role.path() != "/" && !role.path().is_empty() {
-                state.insert("Path".into(), json!(role.path()));
-            }
-            if let Some(d) = role.description()
-                && !d.is_empty()
-            {
-                state.insert("Description".into(), json!(d));
-            }
-            if let Some(d) = role.max_session_duration()
-                && d != DEFAULT_MAX_SESSION
-            {
-                state.insert("MaxSessionDuration".into(), json!(d));
-            }
-            if let Some(arn) = role
-                .permissions_boundary()
-                .and_then(|b| b.permissions_boundary_arn())
-            {
-                state.insert("PermissionsBoundary".into(), json!(arn));
-            }
-
-            let gone = |e: ProviderError| match e {
-                ProviderError::NotFound(_) => None,
-                e => Some(e),
-            };
-            let arns = match self.attached(name).await {
-                Ok(arns) => arns,
-                Err(e) => return gone(e).map_or(Ok(CurrentState::NotFound), Err),
-            };
-            if !arns.is_empty() {
-                state.insert("ManagedPolicyArns".into(), json!(arns));
-            }
-            let mut names = match self.inline_names(name).await {
-                Ok(names) => names,
-                Err(e) => return gone(e).map_or(Ok(CurrentState::NotFound), Err),
-            };
-            names.sort();
-            let mut policies = Vec::new();
-            for policy in names {
-                let got = retry(&self.retry, "GetRolePolicy", || async {
-                    self.client
-                        .get_role_policy()
-                        .role_name(name)
-                        .policy_name(&policy)
-                        .send()
-                        .await
-                        .map_err(|e| ProviderError::from_sdk("GetRolePolicy", e))
-                })
-                .await;
-                match got {
-                    Ok(out) => policies.push(json!({
-                        "PolicyName": policy,
-                        "PolicyDocument": document_value(out.policy_document()),
-                    })),
-                    // Deleted between the list and the get.
-                    Err(ProviderError::NotFound(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if !policies.is_empty() {
-                state.insert("Policies".into(), Value::Array(policies));
-            }
-
-            let mut tags: Vec<(String, String)> = role
-                .tags()
-                .iter()
-                .map(|t| (t.key().to_string(), t.value().to_string()))
-                .collect();
-            tags.sort();
-            if !tags.is_empty() {
-                let list = tags
-                    .into_iter()
-                    .map(|(k, v)| json!({"Key": k, "Value": v}))
-                    .collect();
-                state.insert("Tags".into(), Value::Array(list));
-            }
-            Ok(CurrentState::Found(state))
-        })
+    fn attributes(&self, _name: &str, role: &Role) -> Attributes {
+        attributes(role)
     }
+
+    async fn state(&self, name: &str, role: Role) -> Result<CurrentState, ProviderError> {
+        let mut state = Properties::new();
+        state.insert("RoleName".into(), json!(role.role_name()));
+        if let Some(doc) = role.assume_role_policy_document() {
+            state.insert("AssumeRolePolicyDocument".into(), document_value(doc));
+        }
+        if role.path() != "/" && !role.path().is_empty() {
+            state.insert("Path".into(), json!(role.path()));
+        }
+        if let Some(d) = role.description()
+            && !d.is_empty()
+        {
+            state.insert("Description".into(), json!(d));
+        }
+        if let Some(d) = role.max_session_duration()
+            && d != DEFAULT_MAX_SESSION
+        {
+            state.insert("MaxSessionDuration".into(), json!(d));
+        }
+        if let Some(arn) = role
+            .permissions_boundary()
+            .and_then(|b| b.permissions_boundary_arn())
+        {
+            state.insert("PermissionsBoundary".into(), json!(arn));
+        }
+        let Some(arns) = missing_as_none(self.attached(name).await)? else {
+            return Ok(CurrentState::NotFound);
+        };
+        if !arns.is_empty() {
+            state.insert("ManagedPolicyArns".into(), json!(arns));
+        }
+        let Some(policies) = self.read_policies(name).await? else {
+            return Ok(CurrentState::NotFound);
+        };
+        if !policies.is_empty() {
+            state.insert("Policies".into(), Value::Array(policies));
+        }
+        let tags = role.tags().iter();
+        insert_tags(
+            &mut state,
+            tags.map(|t| (t.key().to_string(), t.value().to_string())),
+        );
+        Ok(CurrentState::Found(state))
+    }
+}
+
+tagging! {
+    IamRoleProvider, ProviderError::from_sdk,
+    "UntagRole" => |client, name, keys| client.untag_role().role_name(name).set_tag_keys(Some(keys)),
+    "TagRole" => |client, name, tags| {
+        client.tag_role().role_name(name).set_tags(Some(iam_tags(tags)?))
+    },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::names::physical_name;
+    use crate::sdk::common::testing::props;
 
     #[test]
     fn decodes_url_encoded_documents() {
@@ -826,12 +628,12 @@ mod tests {
 
     #[test]
     fn template_lists_parse() {
-        let props = json!({
+        let template = json!({
             "ManagedPolicyArns": ["arn:aws:iam::aws:policy/ReadOnlyAccess"],
             "Policies": [{"PolicyName": "p", "PolicyDocument": {"Version": "2012-10-17"}}],
             "Tags": [{"Key": "b", "Value": "2"}, {"Key": "a", "Value": 1}]
         });
-        let props = props.as_object().cloned().unwrap_or_default();
+        let props = props(template);
         assert_eq!(managed_arns(&props).ok().map(|a| a.len()), Some(1));
         assert_eq!(
             inline_policies(&props)

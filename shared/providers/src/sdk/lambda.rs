@@ -38,16 +38,15 @@ use aws_sdk_lambda::types::{
 };
 use serde_json::{Value, json};
 
+use super::common::{
+    self, SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none,
+    sdk_provider, string_or_number_of, tag_pairs, tagging, value_string,
+};
 use crate::error::ProviderError;
 use crate::names::{NameRules, given_or_generated};
-use crate::provider::{
-    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
-    ResourceRequest, Updated,
-};
-use crate::retry::{RetryPolicy, retry};
-
-/// The resource type this provider handles.
-pub const TYPE: &str = "AWS::Lambda::Function";
+use crate::provider::{Attributes, Created, CurrentState};
+use crate::provider::{Properties, ResourceRequest, Updated};
+use crate::retry::retry;
 
 const HANDLED: &[&str] = &[
     "FunctionName",
@@ -90,15 +89,13 @@ const DEFAULT_MEMORY: i32 = 128;
 /// How long to wait for a function to settle after a create or an update.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The `AWS::Lambda::Function` provider.
-#[derive(Debug, Clone)]
-pub struct LambdaFunctionProvider {
-    client: Client,
-    retry: RetryPolicy,
+sdk_provider! {
+    /// The `AWS::Lambda::Function` provider.
+    LambdaFunctionProvider(Client), "AWS::Lambda::Function", HANDLED
 }
 
 fn invalid(what: &str) -> ProviderError {
-    ProviderError::InvalidRequest(format!("{TYPE}: {what}"))
+    common::invalid(TYPE, what)
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as zip uses it), table-driven.
@@ -145,18 +142,24 @@ pub fn zip_single_file(name: &str, content: &[u8]) -> Result<Vec<u8>, ProviderEr
     let u16le = |out: &mut Vec<u8>, v: u16| out.extend_from_slice(&v.to_le_bytes());
     let u32le = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&v.to_le_bytes());
 
+    // The fields a local header and a central directory header share, from the version
+    // needed to extract on: flags, method (stored), time, date, CRC, sizes, name length
+    // and extra length.
+    let entry = |out: &mut Vec<u8>| {
+        u16le(out, VERSION_NEEDED);
+        for v in [0, 0, DOS_TIME, DOS_DATE] {
+            u16le(out, v);
+        }
+        for v in [crc, size, size] {
+            u32le(out, v);
+        }
+        u16le(out, name_len);
+        u16le(out, 0);
+    };
+
     // Local file header.
     u32le(&mut out, 0x0403_4b50);
-    u16le(&mut out, VERSION_NEEDED);
-    u16le(&mut out, 0); // flags
-    u16le(&mut out, 0); // method: stored
-    u16le(&mut out, DOS_TIME);
-    u16le(&mut out, DOS_DATE);
-    u32le(&mut out, crc);
-    u32le(&mut out, size);
-    u32le(&mut out, size);
-    u16le(&mut out, name_len);
-    u16le(&mut out, 0); // extra length
+    entry(&mut out);
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(content);
 
@@ -164,16 +167,7 @@ pub fn zip_single_file(name: &str, content: &[u8]) -> Result<Vec<u8>, ProviderEr
     let central_start = u32::try_from(out.len()).map_err(|_| too_big())?;
     u32le(&mut out, 0x0201_4b50);
     u16le(&mut out, VERSION_MADE_BY);
-    u16le(&mut out, VERSION_NEEDED);
-    u16le(&mut out, 0); // flags
-    u16le(&mut out, 0); // method
-    u16le(&mut out, DOS_TIME);
-    u16le(&mut out, DOS_DATE);
-    u32le(&mut out, crc);
-    u32le(&mut out, size);
-    u32le(&mut out, size);
-    u16le(&mut out, name_len);
-    u16le(&mut out, 0); // extra length
+    entry(&mut out);
     u16le(&mut out, 0); // comment length
     u16le(&mut out, 0); // disk number
     u16le(&mut out, 0); // internal attributes
@@ -195,27 +189,11 @@ pub fn zip_single_file(name: &str, content: &[u8]) -> Result<Vec<u8>, ProviderEr
 }
 
 fn string_of(props: &Properties, key: &str) -> Option<String> {
-    match props.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
+    string_or_number_of(props, key)
 }
 
 fn int_of(props: &Properties, key: &str) -> Result<Option<i32>, ProviderError> {
-    match props.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| invalid(&format!("{key} must be an integer"))),
-        Some(Value::String(s)) => s
-            .parse()
-            .map(Some)
-            .map_err(|_| invalid(&format!("{key} must be an integer"))),
-        Some(_) => Err(invalid(&format!("{key} must be an integer"))),
-    }
+    common::int_of(TYPE, props, key)
 }
 
 /// `Code` of the template as a `FunctionCode` (the zip built for `ZipFile`).
@@ -265,13 +243,7 @@ fn environment_of(props: &Properties) -> Result<HashMap<String, String>, Provide
     vars.as_object()
         .ok_or_else(|| invalid("Environment.Variables must be an object"))?
         .iter()
-        .map(|(k, v)| {
-            let value = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            Ok((k.clone(), value))
-        })
+        .map(|(k, v)| Ok((k.clone(), value_string(v))))
         .collect()
 }
 
@@ -292,25 +264,7 @@ fn architectures_of(props: &Properties) -> Result<Option<Vec<Architecture>>, Pro
 }
 
 fn tag_map(props: &Properties) -> Result<BTreeMap<String, String>, ProviderError> {
-    let Some(tags) = props.get("Tags") else {
-        return Ok(BTreeMap::new());
-    };
-    tags.as_array()
-        .ok_or_else(|| invalid("Tags must be a list of Key/Value objects"))?
-        .iter()
-        .map(|t| {
-            let key = t
-                .get("Key")
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("a tag without a Key"))?;
-            let value = match t.get("Value") {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => String::new(),
-            };
-            Ok((key.to_string(), value))
-        })
-        .collect()
+    Ok(tag_pairs(TYPE, props)?.into_iter().collect())
 }
 
 fn attributes(arn: &str) -> Attributes {
@@ -338,6 +292,19 @@ struct Settings {
     description: String,
 }
 
+/// `$request` (a `CreateFunction` or an `UpdateFunctionConfiguration`) with the settings
+/// `$settings` both take the same way: runtime, handler, role, timeout and memory.
+macro_rules! with_settings {
+    ($request:expr, $settings:expr) => {
+        $request
+            .set_runtime($settings.runtime.as_deref().map(Runtime::from))
+            .set_handler($settings.handler.clone())
+            .role(&$settings.role)
+            .timeout($settings.timeout)
+            .memory_size($settings.memory)
+    };
+}
+
 fn settings_of(props: &Properties) -> Result<Settings, ProviderError> {
     Ok(Settings {
         runtime: string_of(props, "Runtime"),
@@ -351,50 +318,12 @@ fn settings_of(props: &Properties) -> Result<Settings, ProviderError> {
 }
 
 impl LambdaFunctionProvider {
-    /// A provider using `client`, with the default retry policy.
-    pub fn new(client: Client) -> Self {
-        LambdaFunctionProvider {
-            client,
-            retry: RetryPolicy::default(),
-        }
-    }
-
-    /// Replaces the retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// `GetFunction`: configuration and tags, or `None` when the function does not exist.
-    async fn get(
-        &self,
-        name: &str,
-    ) -> Result<Option<(FunctionConfiguration, HashMap<String, String>)>, ProviderError> {
-        let got = retry(&self.retry, "GetFunction", || async {
-            self.client
-                .get_function()
-                .function_name(name)
-                .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("GetFunction", e))
-        })
-        .await;
-        match got {
-            Ok(out) => Ok(out.configuration().cloned().map(|c| {
-                let tags = out.tags().cloned().unwrap_or_default();
-                (c, tags)
-            })),
-            Err(ProviderError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Waits until the function is neither `Pending` nor `InProgress`; its configuration.
     async fn settle(&self, name: &str) -> Result<FunctionConfiguration, ProviderError> {
         let started = tokio::time::Instant::now();
         let mut delay = Duration::from_millis(100);
         loop {
-            let (config, _) = self.get(name).await?.ok_or_else(|| {
+            let (config, _) = self.find(name).await?.ok_or_else(|| {
                 ProviderError::NotFound(format!("{TYPE} {name} vanished while settling"))
             })?;
             let state = config.state();
@@ -421,100 +350,47 @@ impl LambdaFunctionProvider {
         }
     }
 
-    async fn update_code(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
-        let code = code_of(props)?;
-        let architectures = architectures_of(props)?;
-        retry(&self.retry, "UpdateFunctionCode", || async {
-            self.client
-                .update_function_code()
-                .function_name(name)
-                .set_zip_file(code.zip_file().cloned())
-                .set_s3_bucket(code.s3_bucket().map(str::to_string))
-                .set_s3_key(code.s3_key().map(str::to_string))
-                .set_s3_object_version(code.s3_object_version().map(str::to_string))
-                .set_architectures(architectures.clone())
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| ProviderError::from_sdk("UpdateFunctionCode", e))
-        })
-        .await?;
-        self.settle(name).await.map(|_| ())
-    }
-
-    async fn update_configuration(
+    /// Writes the function's code (`code`: `UpdateFunctionCode`, with `Architectures`) and
+    /// its configuration (`configuration`: `UpdateFunctionConfiguration`) from `props`,
+    /// waiting after each for the function to settle.
+    async fn update_function(
         &self,
         name: &str,
         props: &Properties,
+        code: bool,
+        configuration: bool,
     ) -> Result<(), ProviderError> {
-        let s = settings_of(props)?;
-        retry(&self.retry, "UpdateFunctionConfiguration", || async {
-            self.client
-                .update_function_configuration()
-                .function_name(name)
-                .set_runtime(s.runtime.as_deref().map(Runtime::from))
-                .set_handler(s.handler.clone())
-                .role(&s.role)
-                .timeout(s.timeout)
-                .memory_size(s.memory)
-                .environment(
-                    Environment::builder()
-                        .set_variables(Some(s.environment.clone()))
-                        .build(),
-                )
-                .description(&s.description)
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| ProviderError::from_sdk("UpdateFunctionConfiguration", e))
-        })
-        .await?;
-        self.settle(name).await.map(|_| ())
-    }
-
-    /// Makes the function's tags those of `props`, given the `previous` ones.
-    async fn sync_tags(
-        &self,
-        arn: &str,
-        previous: &Properties,
-        props: &Properties,
-    ) -> Result<(), ProviderError> {
-        let old = tag_map(previous)?;
-        let new = tag_map(props)?;
-        let removed: Vec<String> = old
-            .keys()
-            .filter(|k| !new.contains_key(*k))
-            .cloned()
-            .collect();
-        let added: HashMap<String, String> = new
-            .into_iter()
-            .filter(|(k, v)| old.get(k) != Some(v))
-            .collect();
-        if !removed.is_empty() {
-            retry(&self.retry, "UntagResource", || async {
+        if code {
+            let code = code_of(props)?;
+            let architectures = architectures_of(props)?;
+            call(&self.retry, "UpdateFunctionCode", || {
                 self.client
-                    .untag_resource()
-                    .resource(arn)
-                    .set_tag_keys(Some(removed.clone()))
+                    .update_function_code()
+                    .function_name(name)
+                    .set_zip_file(code.zip_file().cloned())
+                    .set_s3_bucket(code.s3_bucket().map(str::to_string))
+                    .set_s3_key(code.s3_key().map(str::to_string))
+                    .set_s3_object_version(code.s3_object_version().map(str::to_string))
+                    .set_architectures(architectures.clone())
                     .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("UntagResource", e))
             })
             .await?;
+            self.settle(name).await?;
         }
-        if !added.is_empty() {
-            retry(&self.retry, "TagResource", || async {
-                self.client
-                    .tag_resource()
-                    .resource(arn)
-                    .set_tags(Some(added.clone()))
+        if configuration {
+            let s = settings_of(props)?;
+            let environment = Environment::builder()
+                .set_variables(Some(s.environment.clone()))
+                .build();
+            call(&self.retry, "UpdateFunctionConfiguration", || {
+                let update = self.client.update_function_configuration();
+                with_settings!(update.function_name(name), s)
+                    .environment(environment.clone())
+                    .description(&s.description)
                     .send()
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| ProviderError::from_sdk("TagResource", e))
             })
             .await?;
+            self.settle(name).await?;
         }
         Ok(())
     }
@@ -530,16 +406,9 @@ impl LambdaFunctionProvider {
         let architectures = architectures_of(props)?;
         let tags: HashMap<String, String> = tag_map(props)?.into_iter().collect();
         retry(&self.retry, "CreateFunction", || async {
-            let sent = self
-                .client
-                .create_function()
-                .function_name(name)
-                .set_runtime(s.runtime.as_deref().map(Runtime::from))
-                .set_handler(s.handler.clone())
-                .role(&s.role)
+            let create = self.client.create_function();
+            let sent = with_settings!(create.function_name(name), s)
                 .code(code.clone())
-                .timeout(s.timeout)
-                .memory_size(s.memory)
                 .set_environment((!s.environment.is_empty()).then(|| {
                     Environment::builder()
                         .set_variables(Some(s.environment.clone()))
@@ -570,200 +439,161 @@ impl LambdaFunctionProvider {
     }
 }
 
-impl Provider for LambdaFunctionProvider {
-    fn name(&self) -> &str {
-        "sdk:AWS::Lambda::Function"
-    }
+impl SdkResource for LambdaFunctionProvider {
+    type Found = (FunctionConfiguration, HashMap<String, String>);
+    const TYPE: &'static str = TYPE;
+    const NAME_PROPERTY: &'static str = "FunctionName";
 
-    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
-        Some(HANDLED)
-    }
-
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
-        Box::pin(async move {
-            let props = &request.properties;
-            let context = || format!("{} ({TYPE})", request.logical_id);
-            let (name, generated) = given_or_generated(request, "FunctionName", NAME_RULES);
-            let made = self
-                .create_function(&name, props)
-                .await
-                .map_err(|e| e.context(context()))?;
-            if made.is_none() {
-                if !generated {
-                    return Err(ProviderError::AlreadyExists(format!(
-                        "{}: function {name} exists already",
-                        context()
-                    )));
-                }
-                // Our own function from an earlier attempt: write everything again.
-                let adopt = async {
-                    self.settle(&name).await?;
-                    self.update_code(&name, props).await?;
-                    self.update_configuration(&name, props).await?;
-                    let arn = unqualified_arn(&self.settle(&name).await?);
-                    self.sync_tags(&arn, &Properties::new(), props).await
-                };
-                adopt.await.map_err(|e| e.context(context()))?;
-            }
-            let config = self.settle(&name).await.map_err(|e| e.context(context()))?;
-            Ok(Created {
-                attributes: attributes(&unqualified_arn(&config)),
-                physical_id: name,
-            })
-        })
-    }
-
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let context = || format!("{} ({TYPE})", request.logical_id);
-            if let Some(wanted) = request.string_property("FunctionName")
-                && wanted != name
-            {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{}: FunctionName {name} -> {wanted} needs a new function",
-                    context()
+    async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
+        let props = &request.properties;
+        let in_context = |e: ProviderError| e.context(context(request, TYPE));
+        let (name, generated) = given_or_generated(request, "FunctionName", NAME_RULES);
+        let made = self
+            .create_function(&name, props)
+            .await
+            .map_err(in_context)?;
+        if made.is_none() {
+            if !generated {
+                return Err(ProviderError::AlreadyExists(format!(
+                    "{}: function {name} exists already",
+                    context(request, TYPE)
                 )));
             }
-            let props = &request.properties;
-            let previous = request.previous_properties.clone().unwrap_or_default();
-            let changed = |key: &str| previous.get(key) != props.get(key);
-            let work = async {
-                self.settle(name).await?;
-                if changed("Code") || changed("Architectures") {
-                    self.update_code(name, props).await?;
-                }
-                if CONFIG_KEYS.iter().any(|k| changed(k)) {
-                    self.update_configuration(name, props).await?;
-                }
-                let config = self.settle(name).await?;
-                let arn = unqualified_arn(&config);
-                self.sync_tags(&arn, &previous, props).await?;
-                Ok::<_, ProviderError>(arn)
-            };
-            let arn = work.await.map_err(|e| e.context(context()))?;
-            Ok(Updated {
-                physical_id: name.to_string(),
-                attributes: attributes(&arn),
-                replaced: false,
-            })
-        })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let result = retry(&self.retry, "DeleteFunction", || async {
-                self.client
-                    .delete_function()
-                    .function_name(name)
-                    .send()
+            // Our own function from an earlier attempt: write everything again.
+            let adopt = async {
+                self.settle(&name).await?;
+                self.update_function(&name, props, true, true).await?;
+                let arn = unqualified_arn(&self.settle(&name).await?);
+                self.sync_tags(&arn, &BTreeMap::new(), &tag_map(props)?)
                     .await
-                    .map_err(|e| ProviderError::from_sdk("DeleteFunction", e))
-            })
-            .await;
-            match result {
-                Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-                Err(e) => Err(e.context(format!("{} ({TYPE})", request.logical_id))),
-            }
+            };
+            adopt.await.map_err(in_context)?;
+        }
+        let config = self.settle(&name).await.map_err(in_context)?;
+        Ok(Created {
+            attributes: attributes(&unqualified_arn(&config)),
+            physical_id: name,
         })
     }
 
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
-        Box::pin(async move {
-            let Some(name) = request.explicit_or_named("FunctionName") else {
-                return Ok(Imported::NotDeployedYet);
-            };
-            Ok(match self.get(&name).await? {
-                Some((config, _)) => Imported::Found {
-                    attributes: attributes(&unqualified_arn(&config)),
-                    physical_id: config.function_name().unwrap_or(&name).to_string(),
-                },
-                None => Imported::NotDeployedYet,
-            })
+    async fn update(&self, request: &ResourceRequest) -> Result<Updated, ProviderError> {
+        let name = request.require_physical_id()?;
+        keep_name(request, TYPE, "FunctionName", name, "function")?;
+        let props = &request.properties;
+        let previous = request.previous_properties.clone().unwrap_or_default();
+        let changed = |key: &str| previous.get(key) != props.get(key);
+        let work = async {
+            self.settle(name).await?;
+            let code = changed("Code") || changed("Architectures");
+            let configuration = CONFIG_KEYS.iter().any(|k| changed(k));
+            self.update_function(name, props, code, configuration)
+                .await?;
+            let config = self.settle(name).await?;
+            let arn = unqualified_arn(&config);
+            self.sync_tags(&arn, &tag_map(&previous)?, &tag_map(props)?)
+                .await?;
+            Ok::<_, ProviderError>(arn)
+        };
+        let arn = work.await.map_err(|e| e.context(context(request, TYPE)))?;
+        Ok(Updated {
+            physical_id: name.to_string(),
+            attributes: attributes(&arn),
+            replaced: false,
         })
     }
 
-    fn read_current_state<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let Some((config, tags)) = self.get(name).await? else {
-                return Ok(CurrentState::NotFound);
-            };
-            let mut state = Properties::new();
-            state.insert(
-                "FunctionName".into(),
-                json!(config.function_name().unwrap_or(name)),
-            );
-            if let Some(r) = config.runtime() {
-                state.insert("Runtime".into(), json!(r.as_str()));
-            }
-            if let Some(h) = config.handler() {
-                state.insert("Handler".into(), json!(h));
-            }
-            if let Some(r) = config.role() {
-                state.insert("Role".into(), json!(r));
-            }
-            if let Some(d) = config.description()
-                && !d.is_empty()
-            {
-                state.insert("Description".into(), json!(d));
-            }
-            if let Some(t) = config.timeout()
-                && t != DEFAULT_TIMEOUT
-            {
-                state.insert("Timeout".into(), json!(t));
-            }
-            if let Some(m) = config.memory_size()
-                && m != DEFAULT_MEMORY
-            {
-                state.insert("MemorySize".into(), json!(m));
-            }
-            let archs: Vec<&str> = config.architectures().iter().map(|a| a.as_str()).collect();
-            if !archs.is_empty() && archs != ["x86_64"] {
-                state.insert("Architectures".into(), json!(archs));
-            }
-            if let Some(vars) = config.environment().and_then(|e| e.variables())
-                && !vars.is_empty()
-            {
-                let sorted: BTreeMap<&String, &String> = vars.iter().collect();
-                state.insert("Environment".into(), json!({"Variables": sorted}));
-            }
-            let mut tags: Vec<(&String, &String)> = tags
-                .iter()
-                .filter(|(k, _)| !k.starts_with("aws:"))
-                .collect();
-            tags.sort();
-            if !tags.is_empty() {
-                let list = tags
-                    .into_iter()
-                    .map(|(k, v)| json!({"Key": k, "Value": v}))
-                    .collect();
-                state.insert("Tags".into(), Value::Array(list));
-            }
-            Ok(CurrentState::Found(state))
+    async fn remove(&self, name: &str) -> Result<(), ProviderError> {
+        call(&self.retry, "DeleteFunction", || {
+            self.client.delete_function().function_name(name).send()
         })
+        .await
+        .map(drop)
     }
+
+    /// `GetFunction`: configuration and tags, or `None` when the function does not exist.
+    async fn find(&self, name: &str) -> Result<Option<Self::Found>, ProviderError> {
+        let got = call(&self.retry, "GetFunction", || {
+            self.client.get_function().function_name(name).send()
+        })
+        .await;
+        Ok(missing_as_none(got)?.and_then(|out| {
+            let tags = out.tags().cloned().unwrap_or_default();
+            out.configuration().cloned().map(|c| (c, tags))
+        }))
+    }
+
+    fn attributes(&self, _name: &str, (config, _): &Self::Found) -> Attributes {
+        attributes(&unqualified_arn(config))
+    }
+
+    /// The function's own name (an ARN given as the id is answered with the name).
+    fn physical_id(name: String, (config, _): &Self::Found) -> String {
+        config.function_name().map_or(name, str::to_string)
+    }
+
+    async fn state(&self, name: &str, found: Self::Found) -> Result<CurrentState, ProviderError> {
+        let (config, tags) = found;
+        let mut state = Properties::new();
+        state.insert(
+            "FunctionName".into(),
+            json!(config.function_name().unwrap_or(name)),
+        );
+        if let Some(r) = config.runtime() {
+            state.insert("Runtime".into(), json!(r.as_str()));
+        }
+        if let Some(h) = config.handler() {
+            state.insert("Handler".into(), json!(h));
+        }
+        if let Some(r) = config.role() {
+            state.insert("Role".into(), json!(r));
+        }
+        if let Some(d) = config.description()
+            && !d.is_empty()
+        {
+            state.insert("Description".into(), json!(d));
+        }
+        if let Some(t) = config.timeout()
+            && t != DEFAULT_TIMEOUT
+        {
+            state.insert("Timeout".into(), json!(t));
+        }
+        if let Some(m) = config.memory_size()
+            && m != DEFAULT_MEMORY
+        {
+            state.insert("MemorySize".into(), json!(m));
+        }
+        let archs: Vec<&str> = config.architectures().iter().map(|a| a.as_str()).collect();
+        if !archs.is_empty() && archs != ["x86_64"] {
+            state.insert("Architectures".into(), json!(archs));
+        }
+        if let Some(vars) = config.environment().and_then(|e| e.variables())
+            && !vars.is_empty()
+        {
+            let sorted: BTreeMap<&String, &String> = vars.iter().collect();
+            state.insert("Environment".into(), json!({"Variables": sorted}));
+        }
+        insert_tags(
+            &mut state,
+            tags.into_iter().filter(|(k, _)| !k.starts_with("aws:")),
+        );
+        Ok(CurrentState::Found(state))
+    }
+}
+
+tagging! {
+    LambdaFunctionProvider, ProviderError::from_sdk,
+    "UntagResource" => |client, arn, keys| {
+        client.untag_resource().resource(arn).set_tag_keys(Some(keys))
+    },
+    "TagResource" => |client, arn, tags| {
+        client.tag_resource().resource(arn).set_tags(Some(tags.into_iter().collect()))
+    },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sdk::common::testing::props;
 
     #[test]
     fn crc32_matches_the_reference_value() {
@@ -795,7 +625,6 @@ mod tests {
 
     #[test]
     fn code_needs_a_known_shape() {
-        let props = |v: Value| v.as_object().cloned().unwrap_or_default();
         assert!(
             code_of(&props(
                 json!({"Runtime": "python3.12", "Code": {"ZipFile": "x"}})

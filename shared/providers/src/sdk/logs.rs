@@ -18,18 +18,16 @@ use std::collections::HashMap;
 
 use aws_sdk_cloudwatchlogs::Client;
 use aws_sdk_cloudwatchlogs::types::{LogGroup, LogGroupClass};
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::common::{
+    SdkResource, Tagging, call, context, find_in_pages, insert_tags, keep_name, missing_as_none,
+    sdk_provider, string_of, tag_map, tagging, vanished,
+};
 use crate::error::ProviderError;
 use crate::names::{NameRules, given_or_generated};
-use crate::provider::{
-    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
-    ResourceRequest, Updated,
-};
-use crate::retry::{RetryPolicy, retry};
-
-/// The resource type this provider handles.
-pub const TYPE: &str = "AWS::Logs::LogGroup";
+use crate::provider::{Attributes, Created, CurrentState};
+use crate::provider::{Properties, ResourceRequest, Updated};
 
 const HANDLED: &[&str] = &[
     "LogGroupName",
@@ -46,21 +44,9 @@ const NAME_RULES: NameRules = NameRules {
     lowercase: false,
 };
 
-/// The `AWS::Logs::LogGroup` provider.
-#[derive(Debug, Clone)]
-pub struct LogGroupProvider {
-    client: Client,
-    retry: RetryPolicy,
-}
-
-/// A property as a string (numbers and booleans too, as CloudFormation accepts them).
-fn string_of(props: &Properties, key: &str) -> Option<String> {
-    match props.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
+sdk_provider! {
+    /// The `AWS::Logs::LogGroup` provider.
+    LogGroupProvider(Client), "AWS::Logs::LogGroup", HANDLED
 }
 
 /// `RetentionInDays` as a number (a string holding one is accepted).
@@ -73,24 +59,9 @@ fn retention_of(props: &Properties) -> Result<Option<i32>, ProviderError> {
     }
 }
 
-/// The template's `Tags` (a `Key`/`Value` list) as a map.
-fn tag_map(props: &Properties) -> HashMap<String, String> {
-    props
-        .get("Tags")
-        .and_then(Value::as_array)
-        .map(|tags| {
-            tags.iter()
-                .filter_map(|t| {
-                    let key = t.get("Key")?.as_str()?.to_string();
-                    let value = match t.get("Value")? {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    Some((key, value))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// `LogGroupClass` (`STANDARD` when the template gives none).
+fn class_of(props: &Properties) -> String {
+    string_of(props, "LogGroupClass").unwrap_or_else(|| "STANDARD".into())
 }
 
 /// The `Arn` attribute: CloudFormation's form ends in `:*`.
@@ -110,65 +81,24 @@ fn tagging_arn(group: &LogGroup) -> Option<String> {
         .or_else(|| group.arn().map(|a| a.trim_end_matches(":*").to_string()))
 }
 
+fn attributes(group: &LogGroup) -> Attributes {
+    let mut a = Attributes::new();
+    if let Some(arn) = cfn_arn(group) {
+        a.insert("Arn".into(), json!(arn));
+    }
+    a
+}
+
 impl LogGroupProvider {
-    /// A provider using `client`, with the default retry policy.
-    pub fn new(client: Client) -> Self {
-        LogGroupProvider {
-            client,
-            retry: RetryPolicy::default(),
-        }
-    }
-
-    /// Replaces the retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// `DescribeLogGroups` by prefix, keeping the exact name; `None` when there is none.
-    async fn describe(&self, name: &str) -> Result<Option<LogGroup>, ProviderError> {
-        let mut next: Option<String> = None;
-        loop {
-            let page = retry(&self.retry, "DescribeLogGroups", || async {
-                self.client
-                    .describe_log_groups()
-                    .log_group_name_prefix(name)
-                    .set_next_token(next.clone())
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("DescribeLogGroups", e))
-            })
-            .await;
-            let page = match page {
-                Ok(page) => page,
-                Err(ProviderError::NotFound(_)) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            if let Some(group) = page
-                .log_groups()
-                .iter()
-                .find(|g| g.log_group_name() == Some(name))
-            {
-                return Ok(Some(group.clone()));
-            }
-            match page.next_token() {
-                Some(token) if !token.is_empty() => next = Some(token.to_string()),
-                _ => return Ok(None),
-            }
-        }
-    }
-
     /// Describes the group that must exist now (right after a write).
     async fn described(&self, name: &str) -> Result<LogGroup, ProviderError> {
-        self.describe(name).await?.ok_or_else(|| {
-            ProviderError::NotFound(format!("{TYPE} {name} vanished right after it was written"))
-        })
+        self.find(name).await?.ok_or_else(|| vanished(TYPE, name))
     }
 
     async fn create_group(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
         let tags = tag_map(props);
         let class = string_of(props, "LogGroupClass").map(|c| LogGroupClass::from(c.as_str()));
-        retry(&self.retry, "CreateLogGroup", || async {
+        call(&self.retry, "CreateLogGroup", || {
             self.client
                 .create_log_group()
                 .log_group_name(name)
@@ -176,8 +106,6 @@ impl LogGroupProvider {
                 .set_log_group_class(class.clone())
                 .set_tags((!tags.is_empty()).then(|| tags.clone()))
                 .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("CreateLogGroup", e))
         })
         .await
         .map(|_| ())
@@ -186,24 +114,20 @@ impl LogGroupProvider {
     /// Sets or removes the retention policy.
     async fn set_retention(&self, name: &str, days: Option<i32>) -> Result<(), ProviderError> {
         match days {
-            Some(days) => retry(&self.retry, "PutRetentionPolicy", || async {
+            Some(days) => call(&self.retry, "PutRetentionPolicy", || {
                 self.client
                     .put_retention_policy()
                     .log_group_name(name)
                     .retention_in_days(days)
                     .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("PutRetentionPolicy", e))
             })
             .await
             .map(|_| ()),
-            None => retry(&self.retry, "DeleteRetentionPolicy", || async {
+            None => call(&self.retry, "DeleteRetentionPolicy", || {
                 self.client
                     .delete_retention_policy()
                     .log_group_name(name)
                     .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("DeleteRetentionPolicy", e))
             })
             .await
             .map(|_| ()),
@@ -213,82 +137,32 @@ impl LogGroupProvider {
     /// Associates or disassociates the KMS key.
     async fn set_kms_key(&self, name: &str, key: Option<String>) -> Result<(), ProviderError> {
         match key {
-            Some(key) => retry(&self.retry, "AssociateKmsKey", || async {
+            Some(key) => call(&self.retry, "AssociateKmsKey", || {
                 self.client
                     .associate_kms_key()
                     .log_group_name(name)
                     .kms_key_id(&key)
                     .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("AssociateKmsKey", e))
             })
             .await
             .map(|_| ()),
-            None => retry(&self.retry, "DisassociateKmsKey", || async {
+            None => call(&self.retry, "DisassociateKmsKey", || {
                 self.client
                     .disassociate_kms_key()
                     .log_group_name(name)
                     .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("DisassociateKmsKey", e))
             })
             .await
             .map(|_| ()),
         }
     }
 
-    /// Makes the group's tags `wanted`, given the `current` ones.
-    async fn sync_tags(
-        &self,
-        arn: &str,
-        current: &HashMap<String, String>,
-        wanted: &HashMap<String, String>,
-    ) -> Result<(), ProviderError> {
-        let removed: Vec<String> = current
-            .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .cloned()
-            .collect();
-        let changed: HashMap<String, String> = wanted
-            .iter()
-            .filter(|(k, v)| current.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !removed.is_empty() {
-            retry(&self.retry, "UntagResource", || async {
-                self.client
-                    .untag_resource()
-                    .resource_arn(arn)
-                    .set_tag_keys(Some(removed.clone()))
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("UntagResource", e))
-            })
-            .await?;
-        }
-        if !changed.is_empty() {
-            retry(&self.retry, "TagResource", || async {
-                self.client
-                    .tag_resource()
-                    .resource_arn(arn)
-                    .set_tags(Some(changed.clone()))
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("TagResource", e))
-            })
-            .await?;
-        }
-        Ok(())
-    }
-
     async fn tags(&self, arn: &str) -> Result<HashMap<String, String>, ProviderError> {
-        let out = retry(&self.retry, "ListTagsForResource", || async {
+        let out = call(&self.retry, "ListTagsForResource", || {
             self.client
                 .list_tags_for_resource()
                 .resource_arn(arn)
                 .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("ListTagsForResource", e))
         })
         .await?;
         Ok(out.tags().cloned().unwrap_or_default())
@@ -297,7 +171,7 @@ impl LogGroupProvider {
     /// Brings an existing group to `props` (create's adoption path): retention, key, tags.
     async fn converge(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
         let group = self.described(name).await?;
-        let class = string_of(props, "LogGroupClass").unwrap_or_else(|| "STANDARD".into());
+        let class = class_of(props);
         if let Some(have) = group.log_group_class()
             && have.as_str() != class
         {
@@ -321,180 +195,140 @@ impl LogGroupProvider {
     }
 }
 
-fn attributes(group: &LogGroup) -> Attributes {
-    let mut a = Attributes::new();
-    if let Some(arn) = cfn_arn(group) {
-        a.insert("Arn".into(), json!(arn));
+impl SdkResource for LogGroupProvider {
+    type Found = LogGroup;
+    const TYPE: &'static str = TYPE;
+    const NAME_PROPERTY: &'static str = "LogGroupName";
+
+    async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
+        let props = &request.properties;
+        let (name, generated) = given_or_generated(request, "LogGroupName", NAME_RULES);
+        let in_context = |e: ProviderError| e.context(context(request, TYPE));
+        match self.create_group(&name, props).await {
+            Ok(()) => {
+                if let Some(days) = retention_of(props)? {
+                    self.set_retention(&name, Some(days))
+                        .await
+                        .map_err(in_context)?;
+                }
+            }
+            Err(ProviderError::AlreadyExists(_)) if generated => {
+                self.converge(&name, props).await.map_err(in_context)?;
+            }
+            Err(e) => return Err(in_context(e)),
+        }
+        let group = self.described(&name).await?;
+        Ok(Created {
+            attributes: attributes(&group),
+            physical_id: name,
+        })
     }
-    a
+
+    async fn update(&self, request: &ResourceRequest) -> Result<Updated, ProviderError> {
+        let name = request.require_physical_id()?;
+        let props = &request.properties;
+        let previous = request.previous_properties.clone().unwrap_or_default();
+        keep_name(request, TYPE, "LogGroupName", name, "log group")?;
+        if class_of(props) != class_of(&previous) {
+            return Err(ProviderError::NotUpdatable(format!(
+                "{}: LogGroupClass cannot change in place",
+                context(request, TYPE)
+            )));
+        }
+        let retention = retention_of(props)?;
+        if retention != retention_of(&previous)? {
+            self.set_retention(name, retention).await?;
+        }
+        let key = string_of(props, "KmsKeyId");
+        if key != string_of(&previous, "KmsKeyId") {
+            self.set_kms_key(name, key).await?;
+        }
+        let group = self.described(name).await?;
+        let (old_tags, new_tags) = (tag_map(&previous), tag_map(props));
+        if old_tags != new_tags
+            && let Some(arn) = tagging_arn(&group)
+        {
+            self.sync_tags(&arn, &old_tags, &new_tags).await?;
+        }
+        Ok(Updated {
+            physical_id: name.to_string(),
+            attributes: attributes(&group),
+            replaced: false,
+        })
+    }
+
+    async fn remove(&self, name: &str) -> Result<(), ProviderError> {
+        call(&self.retry, "DeleteLogGroup", || {
+            self.client.delete_log_group().log_group_name(name).send()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// `DescribeLogGroups` by prefix, keeping the exact name; `None` when there is none.
+    async fn find(&self, name: &str) -> Result<Option<LogGroup>, ProviderError> {
+        let found = find_in_pages(
+            |token| {
+                call(&self.retry, "DescribeLogGroups", move || {
+                    self.client
+                        .describe_log_groups()
+                        .log_group_name_prefix(name)
+                        .set_next_token(token.clone())
+                        .send()
+                })
+            },
+            |page| page.next_token(),
+            |page| {
+                page.log_groups()
+                    .iter()
+                    .find(|g| g.log_group_name() == Some(name))
+                    .cloned()
+            },
+        )
+        .await;
+        Ok(missing_as_none(found)?.flatten())
+    }
+
+    fn attributes(&self, _name: &str, group: &LogGroup) -> Attributes {
+        attributes(group)
+    }
+
+    async fn state(&self, name: &str, group: LogGroup) -> Result<CurrentState, ProviderError> {
+        let mut state = Properties::new();
+        state.insert("LogGroupName".into(), json!(name));
+        if let Some(days) = group.retention_in_days() {
+            state.insert("RetentionInDays".into(), json!(days));
+        }
+        if let Some(key) = group.kms_key_id() {
+            state.insert("KmsKeyId".into(), json!(key));
+        }
+        if let Some(class) = group.log_group_class()
+            && *class != LogGroupClass::Standard
+        {
+            state.insert("LogGroupClass".into(), json!(class.as_str()));
+        }
+        if let Some(arn) = tagging_arn(&group) {
+            insert_tags(&mut state, self.tags(&arn).await?);
+        }
+        Ok(CurrentState::Found(state))
+    }
 }
 
-impl Provider for LogGroupProvider {
-    fn name(&self) -> &str {
-        "sdk:AWS::Logs::LogGroup"
-    }
-
-    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
-        Some(HANDLED)
-    }
-
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
-        Box::pin(async move {
-            let props = &request.properties;
-            let (name, generated) = given_or_generated(request, "LogGroupName", NAME_RULES);
-            let context = || format!("{} ({TYPE})", request.logical_id);
-            match self.create_group(&name, props).await {
-                Ok(()) => {
-                    if let Some(days) = retention_of(props)? {
-                        self.set_retention(&name, Some(days))
-                            .await
-                            .map_err(|e| e.context(context()))?;
-                    }
-                }
-                Err(ProviderError::AlreadyExists(_)) if generated => {
-                    self.converge(&name, props)
-                        .await
-                        .map_err(|e| e.context(context()))?;
-                }
-                Err(e) => return Err(e.context(context())),
-            }
-            let group = self.described(&name).await?;
-            Ok(Created {
-                attributes: attributes(&group),
-                physical_id: name,
-            })
-        })
-    }
-
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let props = &request.properties;
-            let previous = request.previous_properties.clone().unwrap_or_default();
-            if let Some(wanted) = request.string_property("LogGroupName")
-                && wanted != name
-            {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{} ({TYPE}): LogGroupName {name} -> {wanted} needs a new log group",
-                    request.logical_id
-                )));
-            }
-            let class =
-                |p: &Properties| string_of(p, "LogGroupClass").unwrap_or_else(|| "STANDARD".into());
-            if class(props) != class(&previous) {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{} ({TYPE}): LogGroupClass cannot change in place",
-                    request.logical_id
-                )));
-            }
-            let retention = retention_of(props)?;
-            if retention != retention_of(&previous)? {
-                self.set_retention(name, retention).await?;
-            }
-            let key = string_of(props, "KmsKeyId");
-            if key != string_of(&previous, "KmsKeyId") {
-                self.set_kms_key(name, key).await?;
-            }
-            let group = self.described(name).await?;
-            let (old_tags, new_tags) = (tag_map(&previous), tag_map(props));
-            if old_tags != new_tags
-                && let Some(arn) = tagging_arn(&group)
-            {
-                self.sync_tags(&arn, &old_tags, &new_tags).await?;
-            }
-            Ok(Updated {
-                physical_id: name.to_string(),
-                attributes: attributes(&group),
-                replaced: false,
-            })
-        })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let result = retry(&self.retry, "DeleteLogGroup", || async {
-                self.client
-                    .delete_log_group()
-                    .log_group_name(name)
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("DeleteLogGroup", e))
-            })
-            .await;
-            Deleted::unless_missing(result)
-        })
-    }
-
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
-        Box::pin(async move {
-            let Some(name) = request.explicit_or_named("LogGroupName") else {
-                return Ok(Imported::NotDeployedYet);
-            };
-            Ok(match self.describe(&name).await? {
-                Some(group) => Imported::Found {
-                    physical_id: name,
-                    attributes: attributes(&group),
-                },
-                None => Imported::NotDeployedYet,
-            })
-        })
-    }
-
-    fn read_current_state<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
-        Box::pin(async move {
-            let name = request.require_physical_id()?;
-            let Some(group) = self.describe(name).await? else {
-                return Ok(CurrentState::NotFound);
-            };
-            let mut state = Properties::new();
-            state.insert("LogGroupName".into(), json!(name));
-            if let Some(days) = group.retention_in_days() {
-                state.insert("RetentionInDays".into(), json!(days));
-            }
-            if let Some(key) = group.kms_key_id() {
-                state.insert("KmsKeyId".into(), json!(key));
-            }
-            if let Some(class) = group.log_group_class()
-                && *class != LogGroupClass::Standard
-            {
-                state.insert("LogGroupClass".into(), json!(class.as_str()));
-            }
-            if let Some(arn) = tagging_arn(&group) {
-                let mut tags: Vec<(String, String)> = self.tags(&arn).await?.into_iter().collect();
-                tags.sort();
-                if !tags.is_empty() {
-                    let list = tags
-                        .into_iter()
-                        .map(|(k, v)| json!({"Key": k, "Value": v}))
-                        .collect();
-                    state.insert("Tags".into(), Value::Array(list));
-                }
-            }
-            Ok(CurrentState::Found(state))
-        })
-    }
+tagging! {
+    LogGroupProvider, ProviderError::from_sdk,
+    "UntagResource" => |client, arn, keys| {
+        client.untag_resource().resource_arn(arn).set_tag_keys(Some(keys))
+    },
+    "TagResource" => |client, arn, tags| {
+        client.tag_resource().resource_arn(arn).set_tags(Some(tags.into_iter().collect()))
+    },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::names::physical_name;
+    use crate::sdk::common::testing::props;
 
     #[test]
     fn arns_and_retention() {
@@ -510,10 +344,7 @@ mod tests {
             tagging_arn(&group).as_deref(),
             Some("arn:aws:logs:us-east-1:123456789012:log-group:g")
         );
-        let props = json!({"RetentionInDays": "7"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let props = props(json!({"RetentionInDays": "7"}));
         assert_eq!(retention_of(&props), Ok(Some(7)));
         let name = physical_name("Stack/x", "Group", "t", "", NAME_RULES);
         assert!(name.starts_with("Stack/x-Group-"), "{name}");

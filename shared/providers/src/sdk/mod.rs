@@ -1,5 +1,6 @@
 //! Hand-written SDK providers, one per resource type.
 
+pub(crate) mod common;
 pub mod dynamodb;
 pub mod iam;
 pub mod lambda;

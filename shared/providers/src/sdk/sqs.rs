@@ -16,16 +16,14 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
-use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
-use crate::provider::{
-    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
-    ResourceRequest, Updated,
+use super::common::{
+    SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none, sdk_provider,
+    tag_map, tagging, value_string, vanished,
 };
-use crate::retry::{RetryPolicy, retry};
-
-/// The resource type this provider handles.
-pub const TYPE: &str = "AWS::SQS::Queue";
+use crate::error::ProviderError;
+use crate::names::{NameRules, given_or_suffixed};
+use crate::provider::{Attributes, Created, CurrentState};
+use crate::provider::{Properties, ResourceRequest, Updated};
 
 /// How a template property maps to a queue attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,19 +95,16 @@ const NAME_RULES: NameRules = NameRules {
     lowercase: false,
 };
 
-/// The `AWS::SQS::Queue` provider.
-#[derive(Debug, Clone)]
-pub struct SqsQueueProvider {
-    client: Client,
-    retry: RetryPolicy,
+sdk_provider! {
+    /// The `AWS::SQS::Queue` provider.
+    SqsQueueProvider(Client), "AWS::SQS::Queue", HANDLED
 }
 
 /// The SQS attribute value of a template value.
 fn attribute_value(kind: Kind, value: &Value) -> String {
     match (kind, value) {
         (Kind::Json, Value::Object(_) | Value::Array(_)) => value.to_string(),
-        (_, Value::String(s)) => s.clone(),
-        (_, other) => other.to_string(),
+        _ => value_string(value),
     }
 }
 
@@ -140,25 +135,6 @@ fn queue_attributes(props: &Properties) -> HashMap<QueueAttributeName, String> {
         .collect()
 }
 
-fn tags_of(props: &Properties) -> HashMap<String, String> {
-    props
-        .get("Tags")
-        .and_then(Value::as_array)
-        .map(|tags| {
-            tags.iter()
-                .filter_map(|t| {
-                    let key = t.get("Key")?.as_str()?.to_string();
-                    let value = match t.get("Value")? {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    Some((key, value))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn is_fifo(props: &Properties) -> bool {
     matches!(props.get("FifoQueue"), Some(Value::Bool(true)))
         || props.get("FifoQueue").and_then(Value::as_str) == Some("true")
@@ -170,311 +146,183 @@ fn name_of_url(url: &str) -> &str {
 }
 
 impl SqsQueueProvider {
-    /// A provider using `client`, with the default retry policy.
-    pub fn new(client: Client) -> Self {
-        SqsQueueProvider {
-            client,
-            retry: RetryPolicy::default(),
-        }
+    /// The attributes of the queue `url`, which must exist now (right after a write).
+    async fn attributes_now(&self, url: &str) -> Result<Attributes, ProviderError> {
+        let described = self.find(url).await?.ok_or_else(|| vanished(TYPE, url))?;
+        Ok(self.attributes(url, &described))
     }
 
-    /// Replaces the retry policy.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
+    /// `GetQueueUrl`, or `None` when no queue has that name.
+    async fn url_of(&self, name: &str) -> Result<Option<String>, ProviderError> {
+        let got = call(&self.retry, "GetQueueUrl", || {
+            self.client.get_queue_url().queue_name(name).send()
+        })
+        .await;
+        Ok(missing_as_none(got)?.and_then(|out| out.queue_url().map(str::to_string)))
+    }
+
+    /// Brings the queue's attributes from `previous` to `props`.
+    async fn sync_attributes(
+        &self,
+        url: &str,
+        previous: &Properties,
+        props: &Properties,
+    ) -> Result<(), ProviderError> {
+        let mut changes = HashMap::new();
+        for (name, kind) in ATTRIBUTES {
+            if *name == "FifoQueue" {
+                continue;
+            }
+            match (previous.get(*name), props.get(*name)) {
+                (old, Some(new)) if old != Some(new) => {
+                    changes.insert(QueueAttributeName::from(*name), attribute_value(*kind, new));
+                }
+                (Some(_), None) => {
+                    if let Some((_, default)) = DEFAULTS.iter().find(|(n, _)| n == name) {
+                        changes.insert(QueueAttributeName::from(*name), default.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !changes.is_empty() {
+            call(&self.retry, "SetQueueAttributes", || {
+                self.client
+                    .set_queue_attributes()
+                    .queue_url(url)
+                    .set_attributes(Some(changes.clone()))
+                    .send()
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+impl SdkResource for SqsQueueProvider {
+    type Found = HashMap<QueueAttributeName, String>;
+    const TYPE: &'static str = TYPE;
+    const NAME_PROPERTY: &'static str = "QueueName";
+
+    async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
+        let props = &request.properties;
+        let suffix = if is_fifo(props) { ".fifo" } else { "" };
+        let (name, _) = given_or_suffixed(request, "QueueName", suffix, NAME_RULES);
+        let attributes = queue_attributes(props);
+        let tags = tag_map(props);
+        let out = call(&self.retry, "CreateQueue", || {
+            self.client
+                .create_queue()
+                .queue_name(&name)
+                .set_attributes((!attributes.is_empty()).then(|| attributes.clone()))
+                .set_tags((!tags.is_empty()).then(|| tags.clone()))
+                .send()
+        })
+        .await
+        .map_err(|e| e.context(context(request, TYPE)))?;
+        let url = out
+            .queue_url()
+            .ok_or_else(|| ProviderError::Other("CreateQueue answered no QueueUrl".into()))?
+            .to_string();
+        Ok(Created {
+            attributes: self.attributes_now(&url).await?,
+            physical_id: url,
+        })
+    }
+
+    async fn update(&self, request: &ResourceRequest) -> Result<Updated, ProviderError> {
+        let url = request.require_physical_id()?;
+        let props = &request.properties;
+        let previous = request.previous_properties.clone().unwrap_or_default();
+        keep_name(request, TYPE, "QueueName", name_of_url(url), "queue")?;
+        if is_fifo(props) != is_fifo(&previous) {
+            return Err(ProviderError::NotUpdatable(format!(
+                "{}: FifoQueue cannot change in place",
+                context(request, TYPE)
+            )));
+        }
+        self.sync_attributes(url, &previous, props).await?;
+        self.sync_tags(url, &tag_map(&previous), &tag_map(props))
+            .await?;
+        Ok(Updated {
+            physical_id: url.to_string(),
+            attributes: self.attributes_now(url).await?,
+            replaced: false,
+        })
+    }
+
+    async fn remove(&self, url: &str) -> Result<(), ProviderError> {
+        call(&self.retry, "DeleteQueue", || {
+            self.client.delete_queue().queue_url(url).send()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// An explicit id may be the URL or the name; the URL is looked up by name.
+    async fn import_id(&self, request: &ResourceRequest) -> Result<Option<String>, ProviderError> {
+        let name = match (&request.physical_id, request.string_property("QueueName")) {
+            (Some(id), _) => name_of_url(id).to_string(),
+            (None, Some(name)) => name.to_string(),
+            (None, None) => return Ok(None),
+        };
+        self.url_of(&name).await
     }
 
     /// `GetQueueAttributes` (all), or `None` when the queue does not exist.
-    async fn describe(
-        &self,
-        url: &str,
-    ) -> Result<Option<HashMap<QueueAttributeName, String>>, ProviderError> {
-        let got = retry(&self.retry, "GetQueueAttributes", || async {
+    async fn find(&self, url: &str) -> Result<Option<Self::Found>, ProviderError> {
+        let got = call(&self.retry, "GetQueueAttributes", || {
             self.client
                 .get_queue_attributes()
                 .queue_url(url)
                 .attribute_names(QueueAttributeName::All)
                 .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("GetQueueAttributes", e))
         })
         .await;
-        match got {
-            Ok(out) => Ok(Some(out.attributes().cloned().unwrap_or_default())),
-            Err(ProviderError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(missing_as_none(got)?.map(|out| out.attributes().cloned().unwrap_or_default()))
     }
 
-    async fn attributes(&self, url: &str) -> Result<Attributes, ProviderError> {
-        let described = self.describe(url).await?.ok_or_else(|| {
-            ProviderError::NotFound(format!("{TYPE} {url} vanished right after it was written"))
-        })?;
+    fn attributes(&self, url: &str, described: &Self::Found) -> Attributes {
         let mut a = Attributes::new();
         if let Some(arn) = described.get(&QueueAttributeName::QueueArn) {
             a.insert("Arn".into(), json!(arn));
         }
         a.insert("QueueName".into(), json!(name_of_url(url)));
         a.insert("QueueUrl".into(), json!(url));
-        Ok(a)
+        a
     }
 
-    /// `GetQueueUrl`, or `None` when no queue has that name.
-    async fn url_of(&self, name: &str) -> Result<Option<String>, ProviderError> {
-        let got = retry(&self.retry, "GetQueueUrl", || async {
-            self.client
-                .get_queue_url()
-                .queue_name(name)
-                .send()
-                .await
-                .map_err(|e| ProviderError::from_sdk("GetQueueUrl", e))
-        })
-        .await;
-        match got {
-            Ok(out) => Ok(out.queue_url().map(str::to_string)),
-            Err(ProviderError::NotFound(_)) => Ok(None),
-            Err(e) => Err(e),
+    async fn state(
+        &self,
+        url: &str,
+        described: Self::Found,
+    ) -> Result<CurrentState, ProviderError> {
+        let mut state = Properties::new();
+        state.insert("QueueName".into(), json!(name_of_url(url)));
+        for (name, kind) in ATTRIBUTES {
+            let Some(value) = described.get(&QueueAttributeName::from(*name)) else {
+                continue;
+            };
+            if DEFAULTS.iter().any(|(n, d)| n == name && d == value) {
+                continue;
+            }
+            state.insert((*name).to_string(), template_value(*kind, value));
         }
+        let tags = call(&self.retry, "ListQueueTags", || {
+            self.client.list_queue_tags().queue_url(url).send()
+        })
+        .await?;
+        insert_tags(&mut state, tags.tags().cloned().unwrap_or_default());
+        Ok(CurrentState::Found(state))
     }
 }
 
-impl Provider for SqsQueueProvider {
-    fn name(&self) -> &str {
-        "sdk:AWS::SQS::Queue"
-    }
-
-    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
-        Some(HANDLED)
-    }
-
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
-        Box::pin(async move {
-            let props = &request.properties;
-            let name = match request.string_property("QueueName") {
-                Some(name) => name.to_string(),
-                None => {
-                    let suffix = if is_fifo(props) { ".fifo" } else { "" };
-                    physical_name(
-                        &request.stack_name,
-                        &request.logical_id,
-                        &request.token,
-                        suffix,
-                        NAME_RULES,
-                    )
-                }
-            };
-            let attributes = queue_attributes(props);
-            let tags = tags_of(props);
-            let out = retry(&self.retry, "CreateQueue", || async {
-                self.client
-                    .create_queue()
-                    .queue_name(&name)
-                    .set_attributes((!attributes.is_empty()).then(|| attributes.clone()))
-                    .set_tags((!tags.is_empty()).then(|| tags.clone()))
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("CreateQueue", e))
-            })
-            .await
-            .map_err(|e| e.context(format!("{} ({TYPE})", request.logical_id)))?;
-            let url = out
-                .queue_url()
-                .ok_or_else(|| ProviderError::Other("CreateQueue answered no QueueUrl".into()))?
-                .to_string();
-            Ok(Created {
-                attributes: self.attributes(&url).await?,
-                physical_id: url,
-            })
-        })
-    }
-
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
-        Box::pin(async move {
-            let url = request.require_physical_id()?;
-            let props = &request.properties;
-            let previous = request.previous_properties.clone().unwrap_or_default();
-            if let Some(wanted) = request.string_property("QueueName")
-                && wanted != name_of_url(url)
-            {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{} ({TYPE}): QueueName {} -> {wanted} needs a new queue",
-                    request.logical_id,
-                    name_of_url(url)
-                )));
-            }
-            if is_fifo(props) != is_fifo(&previous) {
-                return Err(ProviderError::NotUpdatable(format!(
-                    "{} ({TYPE}): FifoQueue cannot change in place",
-                    request.logical_id
-                )));
-            }
-            let mut changes = HashMap::new();
-            for (name, kind) in ATTRIBUTES {
-                if *name == "FifoQueue" {
-                    continue;
-                }
-                match (previous.get(*name), props.get(*name)) {
-                    (old, Some(new)) if old != Some(new) => {
-                        changes
-                            .insert(QueueAttributeName::from(*name), attribute_value(*kind, new));
-                    }
-                    (Some(_), None) => {
-                        if let Some((_, default)) = DEFAULTS.iter().find(|(n, _)| n == name) {
-                            changes.insert(QueueAttributeName::from(*name), default.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            if !changes.is_empty() {
-                retry(&self.retry, "SetQueueAttributes", || async {
-                    self.client
-                        .set_queue_attributes()
-                        .queue_url(url)
-                        .set_attributes(Some(changes.clone()))
-                        .send()
-                        .await
-                        .map_err(|e| ProviderError::from_sdk("SetQueueAttributes", e))
-                })
-                .await?;
-            }
-            let old_tags = tags_of(&previous);
-            let new_tags = tags_of(props);
-            let removed: Vec<String> = old_tags
-                .keys()
-                .filter(|k| !new_tags.contains_key(*k))
-                .cloned()
-                .collect();
-            let changed: HashMap<String, String> = new_tags
-                .into_iter()
-                .filter(|(k, v)| old_tags.get(k) != Some(v))
-                .collect();
-            if !removed.is_empty() {
-                retry(&self.retry, "UntagQueue", || async {
-                    self.client
-                        .untag_queue()
-                        .queue_url(url)
-                        .set_tag_keys(Some(removed.clone()))
-                        .send()
-                        .await
-                        .map_err(|e| ProviderError::from_sdk("UntagQueue", e))
-                })
-                .await?;
-            }
-            if !changed.is_empty() {
-                retry(&self.retry, "TagQueue", || async {
-                    self.client
-                        .tag_queue()
-                        .queue_url(url)
-                        .set_tags(Some(changed.clone()))
-                        .send()
-                        .await
-                        .map_err(|e| ProviderError::from_sdk("TagQueue", e))
-                })
-                .await?;
-            }
-            Ok(Updated {
-                physical_id: url.to_string(),
-                attributes: self.attributes(url).await?,
-                replaced: false,
-            })
-        })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
-        Box::pin(async move {
-            let url = request.require_physical_id()?;
-            let result = retry(&self.retry, "DeleteQueue", || async {
-                self.client
-                    .delete_queue()
-                    .queue_url(url)
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("DeleteQueue", e))
-            })
-            .await;
-            Deleted::unless_missing(result)
-        })
-    }
-
-    fn import<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
-        Box::pin(async move {
-            // An explicit id may be the URL or the name.
-            let name = match (&request.physical_id, request.string_property("QueueName")) {
-                (Some(id), _) => name_of_url(id).to_string(),
-                (None, Some(name)) => name.to_string(),
-                (None, None) => return Ok(Imported::NotDeployedYet),
-            };
-            match self.url_of(&name).await? {
-                Some(url) => match self.attributes(&url).await {
-                    Ok(attributes) => Ok(Imported::Found {
-                        physical_id: url,
-                        attributes,
-                    }),
-                    Err(ProviderError::NotFound(_)) => Ok(Imported::NotDeployedYet),
-                    Err(e) => Err(e),
-                },
-                None => Ok(Imported::NotDeployedYet),
-            }
-        })
-    }
-
-    fn read_current_state<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
-        Box::pin(async move {
-            let url = request.require_physical_id()?;
-            let Some(described) = self.describe(url).await? else {
-                return Ok(CurrentState::NotFound);
-            };
-            let mut state = Properties::new();
-            state.insert("QueueName".into(), json!(name_of_url(url)));
-            for (name, kind) in ATTRIBUTES {
-                let Some(value) = described.get(&QueueAttributeName::from(*name)) else {
-                    continue;
-                };
-                if DEFAULTS.iter().any(|(n, d)| n == name && d == value) {
-                    continue;
-                }
-                state.insert((*name).to_string(), template_value(*kind, value));
-            }
-            let tags = retry(&self.retry, "ListQueueTags", || async {
-                self.client
-                    .list_queue_tags()
-                    .queue_url(url)
-                    .send()
-                    .await
-                    .map_err(|e| ProviderError::from_sdk("ListQueueTags", e))
-            })
-            .await?;
-            let mut tags: Vec<(String, String)> = tags
-                .tags()
-                .map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default();
-            tags.sort();
-            if !tags.is_empty() {
-                let list = tags
-                    .into_iter()
-                    .map(|(k, v)| json!({"Key": k, "Value": v}))
-                    .collect();
-                state.insert("Tags".into(), Value::Array(list));
-            }
-            Ok(CurrentState::Found(state))
-        })
-    }
+tagging! {
+    SqsQueueProvider, ProviderError::from_sdk,
+    "UntagQueue" => |client, url, keys| client.untag_queue().queue_url(url).set_tag_keys(Some(keys)),
+    "TagQueue" => |client, url, tags| {
+        client.tag_queue().queue_url(url).set_tags(Some(tags.into_iter().collect()))
+    },
 }
 
 #[cfg(test)]

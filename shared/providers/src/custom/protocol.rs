@@ -1,89 +1,22 @@
-//! The custom resource provider: `Custom::*` and `AWS::CloudFormation::CustomResource`,
-//! driven through CloudFormation's custom resource protocol by stackflow itself.
-//!
-//! For each create, update and delete the provider
-//!
-//! 1. builds CloudFormation's request ([`build_request`]): `RequestType`, `ResponseURL`,
-//!    `StackId`, `RequestId`, `ResourceType`, `LogicalResourceId`, `ResourceProperties`
-//!    (with `ServiceToken`), `OldResourceProperties` (update) and `PhysicalResourceId`
-//!    (update, delete);
-//! 2. sends it to the `ServiceToken`: a Lambda function ARN is invoked asynchronously
-//!    (`Invoke`, `InvocationType=Event`), an SNS topic ARN gets the request's JSON
-//!    published (`Publish`);
-//! 3. waits for the handler's answer: the `ResponseURL` is a presigned S3 `PUT` URL for
-//!    an object in a bucket the engine owns (key `{prefix}{RequestId}`), which the
-//!    provider polls with `GetObject` (a missing object means "not yet") with a growing
-//!    delay ([`PollPolicy`]) up to the resource timeout;
-//! 4. reads the response ([`parse_response`]): `SUCCESS` gives the physical id and the
-//!    `Data` keys as `Fn::GetAtt` attributes; `FAILED` fails the resource with the
-//!    handler's `Reason`.
-//!
-//! # Idempotency
-//!
-//! The `RequestId` is derived from the request's token (and the stack, logical id and
-//! request type, see [`request_id`]), so a retry of the same action uses the same
-//! `RequestId` and hence the same response object. Before sending, the provider looks for
-//! that object: when a handler already answered an earlier attempt (the engine crashed or
-//! lost the answer), that answer is used and the handler is not called again. Otherwise the
-//! request is sent again with the same `RequestId`, as CloudFormation itself may deliver a
-//! request more than once; handlers are expected to tolerate that.
-//!
-//! A request with an empty token gets a random `RequestId` (no idempotency is possible
-//! without a token).
-//!
-//! # Where stackflow differs from / follows CloudFormation (deliberate choices)
-//!
-//! - Property values are passed as CloudFormation passes them: every number and boolean
-//!   (at any depth) becomes a string ([`cloudformation_strings`]), so handlers written for
-//!   CloudFormation see the same input.
-//! - `StackId` is an ARN in CloudFormation's shape,
-//!   `arn:{partition}:cloudformation:{region}:{account}:stack/{stack}/{uuid}`, with the
-//!   uuid derived from the stack name (stable across deploys). Partition, region and
-//!   account come from [`CustomResourceProvider::with_stack_arn`], else from the
-//!   `ServiceToken` ARN.
-//! - A `Create` response without `PhysicalResourceId` (CloudFormation's helper libraries
-//!   send the handler's log stream name then) gets
-//!   `{stack}-{logicalId}-{12 hex digits of the RequestId's hash}`
-//!   ([`default_physical_id`]): deterministic, so a retry gives the same id, and different
-//!   for every create, like a log stream name. An `Update` or `Delete` response without
-//!   one keeps the request's physical id.
-//! - `ServiceTimeout` in the properties (seconds, 1-3600, as in CloudFormation) shortens
-//!   the configured timeout for that resource; it never lengthens it.
-//! - Changing `ServiceToken` on update is refused, as CloudFormation refuses it.
-//! - A response larger than 4096 bytes is refused, as CloudFormation refuses it.
-//! - `NoEcho` is parsed ([`CustomResponse::no_echo`]) but the [`Provider`] contract has no
-//!   place for it; attributes are never logged by the provider, and the caller masks
-//!   secrets before anything is stored or shown.
-//! - Response objects are not deleted after they are read (a retry needs them). Give the
-//!   bucket a lifecycle rule that expires them (they may hold secret `Data`).
+//! The custom resource protocol itself, without any AWS call: the request document
+//! CloudFormation sends ([`build_request`]), the identifiers in it ([`request_id`],
+//! [`stack_arn`]), the handler's response ([`parse_response`]) and the physical id rules
+//! ([`default_physical_id`]).
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
-use aws_sdk_lambda::primitives::Blob;
-use aws_sdk_lambda::types::InvocationType;
-use aws_sdk_s3::presigning::PresigningConfig;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use tokio::time::Instant;
 
-pub use crate::cloudcontrol::PollPolicy;
 use crate::error::ProviderError;
-use crate::provider::{
-    Attributes, BoxFuture, Created, Deleted, Properties, Provider, ResourceRequest, Updated,
-};
+use crate::provider::{Attributes, Properties, ResourceRequest};
 use crate::registry::is_custom_type;
-use crate::retry::{RetryPolicy, retry};
 
 /// The largest response CloudFormation accepts, in bytes.
 pub const MAX_RESPONSE_BYTES: usize = 4096;
 
 /// The longest `ServiceTimeout` CloudFormation accepts, in seconds.
 pub const MAX_SERVICE_TIMEOUT_SECS: u64 = 3600;
-
-/// The default key prefix of the response objects.
-pub const DEFAULT_KEY_PREFIX: &str = "custom-resource-responses/";
 
 /// The `RequestType` of a custom resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,318 +133,6 @@ pub struct CustomResponse {
     pub data: Map<String, Value>,
     /// `NoEcho`: the handler asks that `Data` is never shown.
     pub no_echo: bool,
-}
-
-/// The custom resource provider (see the module documentation).
-#[derive(Debug, Clone)]
-pub struct CustomResourceProvider {
-    lambda: aws_sdk_lambda::Client,
-    sns: aws_sdk_sns::Client,
-    s3: aws_sdk_s3::Client,
-    bucket: String,
-    key_prefix: String,
-    stack_arn: Option<(String, String, String)>,
-    retry: RetryPolicy,
-    poll: PollPolicy,
-}
-
-impl CustomResourceProvider {
-    /// A provider that sends requests with `lambda` and `sns` and receives the responses in
-    /// `bucket` through `s3` (which also presigns the `ResponseURL`, so it must address
-    /// the bucket the way handlers can reach it). Defaults: key prefix
-    /// [`DEFAULT_KEY_PREFIX`], the default [`RetryPolicy`], polls starting at 200 ms
-    /// growing by 1.5 up to 5 s, and a timeout of one hour (CloudFormation's).
-    pub fn new(
-        lambda: aws_sdk_lambda::Client,
-        sns: aws_sdk_sns::Client,
-        s3: aws_sdk_s3::Client,
-        bucket: impl Into<String>,
-    ) -> Self {
-        CustomResourceProvider {
-            lambda,
-            sns,
-            s3,
-            bucket: bucket.into(),
-            key_prefix: DEFAULT_KEY_PREFIX.to_string(),
-            stack_arn: None,
-            retry: RetryPolicy::default(),
-            poll: PollPolicy {
-                initial: Duration::from_millis(200),
-                factor: 1.5,
-                max: Duration::from_secs(5),
-                timeout: Duration::from_secs(MAX_SERVICE_TIMEOUT_SECS),
-            },
-        }
-    }
-
-    /// Replaces the key prefix of the response objects.
-    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
-        self
-    }
-
-    /// The partition, region and account of the `StackId` ARNs (default: those of the
-    /// `ServiceToken`).
-    pub fn with_stack_arn(
-        mut self,
-        partition: impl Into<String>,
-        region: impl Into<String>,
-        account: impl Into<String>,
-    ) -> Self {
-        self.stack_arn = Some((partition.into(), region.into(), account.into()));
-        self
-    }
-
-    /// Replaces the retry policy of single calls.
-    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Replaces the poll policy (its `timeout` is the resource timeout).
-    pub fn with_poll(mut self, poll: PollPolicy) -> Self {
-        self.poll = poll;
-        self
-    }
-
-    /// Replaces the resource timeout: how long a handler has to answer.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.poll.timeout = timeout;
-        self
-    }
-
-    /// The bucket that receives the responses.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The key of the response object for `request_id`.
-    pub fn response_key(&self, request_id: &str) -> String {
-        format!("{}{request_id}", self.key_prefix)
-    }
-
-    /// The `StackId` for `stack_name` when the service token is `target`.
-    pub fn stack_id(&self, stack_name: &str, target: &ServiceTarget) -> String {
-        let (partition, region, account) = match &self.stack_arn {
-            Some((p, r, a)) => (p.as_str(), r.as_str(), a.as_str()),
-            None => {
-                let arn = target.arn();
-                (
-                    arn.partition.as_str(),
-                    arn.region.as_str(),
-                    arn.account.as_str(),
-                )
-            }
-        };
-        format!(
-            "arn:{partition}:cloudformation:{region}:{account}:stack/{stack_name}/{}",
-            hash_uuid(&format!("stackflow-stack\0{stack_name}"))
-        )
-    }
-
-    /// The timeout for `request`: the configured one, shortened by a valid
-    /// `ServiceTimeout` property.
-    pub fn timeout_for(&self, request: &ResourceRequest) -> Duration {
-        match service_timeout(&request.properties) {
-            Some(t) => t.min(self.poll.timeout),
-            None => self.poll.timeout,
-        }
-    }
-
-    /// Runs one request through the protocol and returns the handler's answer (success or
-    /// failure alike) and the request's `RequestId`.
-    async fn execute(
-        &self,
-        request: &ResourceRequest,
-        kind: RequestType,
-    ) -> Result<(CustomResponse, String), ProviderError> {
-        let token = service_token(&request.properties)?;
-        let target = ServiceTarget::parse(token)?;
-        let request_id = if request.token.is_empty() {
-            random_uuid()
-        } else {
-            request_id(request, kind)
-        };
-        let key = self.response_key(&request_id);
-        let expected = Expected {
-            request_id: &request_id,
-            logical_id: &request.logical_id,
-        };
-
-        if !request.token.is_empty()
-            && let Some(body) = self.read_response(&key).await?
-        {
-            return Ok((parse_response(&body, &expected)?, request_id));
-        }
-
-        let timeout = self.timeout_for(request);
-        let url = self.presign(&key, timeout).await?;
-        let stack_id = self.stack_id(&request.stack_name, &target);
-        let event = build_request(
-            kind,
-            request,
-            &RequestIds {
-                request_id: &request_id,
-                stack_id: &stack_id,
-                response_url: &url,
-            },
-        )?;
-        self.send(&target, &event).await?;
-
-        let deadline = Instant::now() + timeout;
-        let mut delays = self.poll.delays();
-        loop {
-            let delay = delays.next().unwrap_or(self.poll.max);
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(ProviderError::Timeout(format!(
-                    "no response from the custom resource handler {token} at s3://{}/{key} \
-                     within {timeout:?} (RequestId {request_id})",
-                    self.bucket
-                )));
-            }
-            tokio::time::sleep(delay.min(deadline - now)).await;
-            if let Some(body) = self.read_response(&key).await? {
-                return Ok((parse_response(&body, &expected)?, request_id));
-            }
-        }
-    }
-
-    /// `GetObject` of the response: `None` while it does not exist.
-    async fn read_response(&self, key: &str) -> Result<Option<Vec<u8>>, ProviderError> {
-        retry(
-            &self.retry,
-            "GetObject (custom resource response)",
-            || async {
-                let answer = self
-                    .s3
-                    .get_object()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .send()
-                    .await;
-                let output = match answer {
-                    Ok(output) => output,
-                    Err(e) => {
-                        let missing_key = e.as_service_error().is_some_and(|s| s.is_no_such_key());
-                        let error =
-                            ProviderError::from_sdk("GetObject (custom resource response)", e);
-                        return match error {
-                            _ if missing_key => Ok(None),
-                            // NoSuchBucket: a setup error, not a missing resource.
-                            ProviderError::NotFound(m) if m.contains("NoSuchBucket") => {
-                                Err(ProviderError::InvalidRequest(format!(
-                                    "the custom resource response bucket {}: {m}",
-                                    self.bucket
-                                )))
-                            }
-                            ProviderError::NotFound(_) => Ok(None),
-                            other => Err(other),
-                        };
-                    }
-                };
-                let bytes = output.body.collect().await.map_err(|e| {
-                    ProviderError::Transient(format!(
-                        "reading the custom resource response s3://{}/{key}: {e}",
-                        self.bucket
-                    ))
-                })?;
-                Ok(Some(bytes.into_bytes().to_vec()))
-            },
-        )
-        .await
-    }
-
-    /// A presigned `PUT` URL for `key`, valid for `timeout` plus a margin (at most seven
-    /// days, SigV4's limit).
-    async fn presign(&self, key: &str, timeout: Duration) -> Result<String, ProviderError> {
-        let expires = (timeout + Duration::from_secs(15 * 60)).min(Duration::from_secs(7 * 86400));
-        let config = PresigningConfig::expires_in(expires).map_err(|e| {
-            ProviderError::InvalidRequest(format!("presigning the ResponseURL: {e}"))
-        })?;
-        let presigned = self
-            .s3
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .presigned(config)
-            .await
-            .map_err(|e| ProviderError::from_sdk("presigning the ResponseURL", e))?;
-        Ok(presigned.uri().to_string())
-    }
-
-    /// Sends `event` to `target`.
-    async fn send(&self, target: &ServiceTarget, event: &Value) -> Result<(), ProviderError> {
-        let body = event.to_string();
-        let arn = target.arn();
-        let result = match target {
-            ServiceTarget::Lambda(_) => {
-                let client = self.lambda_for(&arn.region);
-                retry(&self.retry, "Invoke", || async {
-                    client
-                        .invoke()
-                        .function_name(&arn.text)
-                        .invocation_type(InvocationType::Event)
-                        .payload(Blob::new(body.as_bytes()))
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("Invoke", e))
-                })
-                .await
-            }
-            ServiceTarget::Sns(_) => {
-                let client = self.sns_for(&arn.region);
-                retry(&self.retry, "Publish", || async {
-                    client
-                        .publish()
-                        .topic_arn(&arn.text)
-                        .message(&body)
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("Publish", e))
-                })
-                .await
-            }
-        };
-        result.map_err(|e| match e {
-            // A missing handler is not a missing resource (a delete must not "succeed").
-            ProviderError::NotFound(m) => ProviderError::InvalidRequest(format!(
-                "the ServiceToken {} does not exist: {m}",
-                arn.text
-            )),
-            other => other,
-        })
-    }
-
-    /// The Lambda client for `region` (the configured one when it matches).
-    fn lambda_for(&self, region: &str) -> aws_sdk_lambda::Client {
-        let config = self.lambda.config();
-        if config.region().map(|r| r.as_ref()) == Some(region) {
-            return self.lambda.clone();
-        }
-        aws_sdk_lambda::Client::from_conf(
-            config
-                .to_builder()
-                .region(aws_sdk_lambda::config::Region::new(region.to_string()))
-                .build(),
-        )
-    }
-
-    /// The SNS client for `region` (the configured one when it matches).
-    fn sns_for(&self, region: &str) -> aws_sdk_sns::Client {
-        let config = self.sns.config();
-        if config.region().map(|r| r.as_ref()) == Some(region) {
-            return self.sns.clone();
-        }
-        aws_sdk_sns::Client::from_conf(
-            config
-                .to_builder()
-                .region(aws_sdk_sns::config::Region::new(region.to_string()))
-                .build(),
-        )
-    }
 }
 
 /// What a response must match.
@@ -729,7 +350,7 @@ pub fn parse_response(
 }
 
 /// The error of a `FAILED` response.
-fn failure(
+pub(super) fn failure(
     request: &ResourceRequest,
     kind: RequestType,
     response: &CustomResponse,
@@ -743,128 +364,41 @@ fn failure(
     ))
 }
 
-fn attributes(data: &Map<String, Value>) -> Attributes {
+/// The `Fn::GetAtt` values of a response's `Data`.
+pub(super) fn attributes(data: &Map<String, Value>) -> Attributes {
     data.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-/// A UUID-shaped (version 8, RFC 9562 "custom") rendering of the SHA-256 of `text`.
+/// The `StackId` ARN of `stack_name` in (partition, region, account): CloudFormation's
+/// shape, with a uuid derived from the stack name (stable across deploys).
+pub fn stack_arn((partition, region, account): (&str, &str, &str), stack_name: &str) -> String {
+    format!(
+        "arn:{partition}:cloudformation:{region}:{account}:stack/{stack_name}/{}",
+        hash_uuid(&format!("stackflow-stack\0{stack_name}"))
+    )
+}
+
+/// A UUID (version 8, RFC 9562 "custom") made of the SHA-256 of `text`.
 fn hash_uuid(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
-    uuid_text(bytes)
+    uuid::Builder::from_custom_bytes(bytes)
+        .into_uuid()
+        .to_string()
 }
 
-fn uuid_text(mut bytes: [u8; 16]) -> String {
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let h = hex(&bytes);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// A random UUID-shaped id (for requests without a token).
-fn random_uuid() -> String {
-    let mut text = String::new();
-    for i in 0..2u64 {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_u64(i);
-        hasher.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default(),
-        );
-        text.push_str(&hasher.finish().to_string());
-    }
-    hash_uuid(&text)
+/// A random `RequestId` (for a request without a token: no idempotency is possible).
+pub(super) fn random_request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-impl Provider for CustomResourceProvider {
-    fn name(&self) -> &str {
-        "custom"
-    }
-
-    /// Every property: all of them go to the handler.
-    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
-        None
-    }
-
-    fn create<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
-        Box::pin(async move {
-            check_type(request)?;
-            let (response, request_id) = self.execute(request, RequestType::Create).await?;
-            if !response.success {
-                return Err(failure(request, RequestType::Create, &response));
-            }
-            let physical_id = response.physical_id.clone().unwrap_or_else(|| {
-                default_physical_id(&request.stack_name, &request.logical_id, &request_id)
-            });
-            Ok(Created {
-                physical_id,
-                attributes: attributes(&response.data),
-            })
-        })
-    }
-
-    /// Sends an `Update`. When the handler answers another `PhysicalResourceId`, the
-    /// resource was replaced (`replaced: true`): as CloudFormation does, the engine must
-    /// then send a `Delete` for the old physical id (with the old properties) in its
-    /// cleanup phase, after the rest of the deploy succeeded.
-    fn update<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
-        Box::pin(async move {
-            check_type(request)?;
-            let old_id = request.require_physical_id()?;
-            let (response, _) = self.execute(request, RequestType::Update).await?;
-            if !response.success {
-                return Err(failure(request, RequestType::Update, &response));
-            }
-            let physical_id = response
-                .physical_id
-                .clone()
-                .unwrap_or_else(|| old_id.to_string());
-            Ok(Updated {
-                replaced: physical_id != old_id,
-                physical_id,
-                attributes: attributes(&response.data),
-            })
-        })
-    }
-
-    /// Sends a `Delete`; a `FAILED` answer is an error (the resource is not forgotten).
-    fn delete<'a>(
-        &'a self,
-        request: &'a ResourceRequest,
-    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
-        Box::pin(async move {
-            check_type(request)?;
-            request.require_physical_id()?;
-            let (response, _) = self.execute(request, RequestType::Delete).await?;
-            if !response.success {
-                return Err(failure(request, RequestType::Delete, &response));
-            }
-            Ok(Deleted::Done)
-        })
-    }
-}
-
-fn check_type(request: &ResourceRequest) -> Result<(), ProviderError> {
+/// Refuses a resource type the custom resource provider does not handle.
+pub(super) fn check_type(request: &ResourceRequest) -> Result<(), ProviderError> {
     if is_custom_type(&request.resource_type) {
         Ok(())
     } else {
@@ -880,17 +414,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::sdk::common::testing::props;
 
     const TOPIC: &str = "arn:aws:sns:eu-west-1:111122223333:handlers";
     const FUNCTION: &str = "arn:aws:lambda:us-east-1:111122223333:function:handler:live";
 
     fn request(properties: Value) -> ResourceRequest {
-        let mut r = ResourceRequest::new(
-            "app",
-            "Thing",
-            "Custom::Thing",
-            properties.as_object().cloned().unwrap_or_default(),
-        );
+        let mut r = ResourceRequest::new("app", "Thing", "Custom::Thing", props(properties));
         r.token = "deploy-7-Thing-create".into();
         r
     }
@@ -1028,7 +558,7 @@ mod tests {
         );
         assert!(parts[2].starts_with('8'), "{a}");
         assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"), "{a}");
-        assert_ne!(random_uuid(), random_uuid());
+        assert_ne!(random_request_id(), random_request_id());
     }
 
     #[test]
@@ -1044,7 +574,7 @@ mod tests {
 
     #[test]
     fn service_timeout_only_when_valid() {
-        let p = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let p = props;
         assert_eq!(
             service_timeout(&p(json!({"ServiceTimeout": 30}))),
             Some(Duration::from_secs(30))
@@ -1134,10 +664,29 @@ mod tests {
     }
 
     #[test]
-    fn uuid_text_shape() {
+    fn hashed_ids_are_version_8_uuids() {
+        let id = hash_uuid("x");
+        assert_eq!(id, hash_uuid("x"));
+        let parsed = uuid::Uuid::parse_str(&id).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 8);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
         assert_eq!(
-            uuid_text([0xff; 16]),
-            "ffffffff-ffff-8fff-bfff-ffffffffffff"
+            stack_arn(("aws", "us-east-1", "1"), "app"),
+            format!(
+                "arn:aws:cloudformation:us-east-1:1:stack/app/{}",
+                hash_uuid("stackflow-stack\0app")
+            )
         );
+    }
+
+    #[test]
+    fn only_custom_types_are_handled() {
+        assert!(check_type(&request(json!({}))).is_ok());
+        let mut r = request(json!({}));
+        r.resource_type = "AWS::SQS::Queue".into();
+        assert!(matches!(
+            check_type(&r),
+            Err(ProviderError::InvalidRequest(_))
+        ));
     }
 }

@@ -1,0 +1,323 @@
+//! The custom resource provider: `Custom::*` and `AWS::CloudFormation::CustomResource`,
+//! driven through CloudFormation's custom resource protocol by stackflow itself.
+//!
+//! For each create, update and delete the provider
+//!
+//! 1. builds CloudFormation's request ([`build_request`]): `RequestType`, `ResponseURL`,
+//!    `StackId`, `RequestId`, `ResourceType`, `LogicalResourceId`, `ResourceProperties`
+//!    (with `ServiceToken`), `OldResourceProperties` (update) and `PhysicalResourceId`
+//!    (update, delete);
+//! 2. sends it to the `ServiceToken`: a Lambda function ARN is invoked asynchronously
+//!    (`Invoke`, `InvocationType=Event`), an SNS topic ARN gets the request's JSON
+//!    published (`Publish`);
+//! 3. waits for the handler's answer: the `ResponseURL` is a presigned S3 `PUT` URL for
+//!    an object in a bucket the engine owns (key `{prefix}{RequestId}`), which the
+//!    provider polls with `GetObject` (a missing object means "not yet") with a growing
+//!    delay ([`PollPolicy`]) up to the resource timeout;
+//! 4. reads the response ([`parse_response`]): `SUCCESS` gives the physical id and the
+//!    `Data` keys as `Fn::GetAtt` attributes; `FAILED` fails the resource with the
+//!    handler's `Reason`.
+//!
+//! # Idempotency
+//!
+//! The `RequestId` is derived from the request's token (and the stack, logical id and
+//! request type, see [`request_id`]), so a retry of the same action uses the same
+//! `RequestId` and hence the same response object. Before sending, the provider looks for
+//! that object: when a handler already answered an earlier attempt (the engine crashed or
+//! lost the answer), that answer is used and the handler is not called again. Otherwise the
+//! request is sent again with the same `RequestId`, as CloudFormation itself may deliver a
+//! request more than once; handlers are expected to tolerate that.
+//!
+//! A request with an empty token gets a random `RequestId` (no idempotency is possible
+//! without a token).
+//!
+//! # Where stackflow differs from / follows CloudFormation (deliberate choices)
+//!
+//! - Property values are passed as CloudFormation passes them: every number and boolean
+//!   (at any depth) becomes a string ([`cloudformation_strings`]), so handlers written for
+//!   CloudFormation see the same input.
+//! - `StackId` is an ARN in CloudFormation's shape,
+//!   `arn:{partition}:cloudformation:{region}:{account}:stack/{stack}/{uuid}`, with the
+//!   uuid derived from the stack name (stable across deploys). Partition, region and
+//!   account come from [`CustomResourceProvider::with_stack_arn`], else from the
+//!   `ServiceToken` ARN.
+//! - A `Create` response without `PhysicalResourceId` (CloudFormation's helper libraries
+//!   send the handler's log stream name then) gets
+//!   `{stack}-{logicalId}-{12 hex digits of the RequestId's hash}`
+//!   ([`default_physical_id`]): deterministic, so a retry gives the same id, and different
+//!   for every create, like a log stream name. An `Update` or `Delete` response without
+//!   one keeps the request's physical id.
+//! - `ServiceTimeout` in the properties (seconds, 1-3600, as in CloudFormation) shortens
+//!   the configured timeout for that resource; it never lengthens it.
+//! - Changing `ServiceToken` on update is refused, as CloudFormation refuses it.
+//! - A response larger than 4096 bytes is refused, as CloudFormation refuses it.
+//! - `NoEcho` is parsed ([`CustomResponse::no_echo`]) but the [`Provider`] contract has no
+//!   place for it; attributes are never logged by the provider, and the caller masks
+//!   secrets before anything is stored or shown.
+//! - Response objects are not deleted after they are read (a retry needs them). Give the
+//!   bucket a lifecycle rule that expires them (they may hold secret `Data`).
+//!
+//! The protocol itself (documents, identifiers, response parsing) is [`protocol`], pure and
+//! unit-tested; the AWS calls (Lambda `Invoke`, SNS `Publish`, the S3 response object) are
+//! in `transport`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use crate::cloudcontrol::PollPolicy;
+use crate::error::ProviderError;
+use crate::provider::{Created, Deleted, Provider, ProviderFuture, ResourceRequest, Updated};
+use crate::retry::RetryPolicy;
+
+pub mod protocol;
+mod transport;
+
+pub use protocol::{
+    Arn, CustomResponse, Expected, MAX_RESPONSE_BYTES, MAX_SERVICE_TIMEOUT_SECS, RequestIds,
+    RequestType, ServiceTarget, build_request, cloudformation_strings, default_physical_id,
+    parse_response, request_id, service_timeout, service_token, stack_arn,
+};
+use protocol::{attributes, check_type, failure, random_request_id};
+use transport::Transport;
+
+/// The default key prefix of the response objects.
+pub const DEFAULT_KEY_PREFIX: &str = "custom-resource-responses/";
+
+/// The custom resource provider (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct CustomResourceProvider {
+    transport: Transport,
+    key_prefix: String,
+    stack_arn: Option<(String, String, String)>,
+    poll: PollPolicy,
+}
+
+impl CustomResourceProvider {
+    /// A provider that sends requests with `lambda` and `sns` and receives the responses in
+    /// `bucket` through `s3` (which also presigns the `ResponseURL`, so it must address
+    /// the bucket the way handlers can reach it). Defaults: key prefix
+    /// [`DEFAULT_KEY_PREFIX`], the default [`RetryPolicy`], polls starting at 200 ms
+    /// growing by 1.5 up to 5 s, and a timeout of one hour (CloudFormation's).
+    pub fn new(
+        lambda: aws_sdk_lambda::Client,
+        sns: aws_sdk_sns::Client,
+        s3: aws_sdk_s3::Client,
+        bucket: impl Into<String>,
+    ) -> Self {
+        CustomResourceProvider {
+            transport: Transport {
+                lambda,
+                sns,
+                s3,
+                bucket: bucket.into(),
+                retry: RetryPolicy::default(),
+            },
+            key_prefix: DEFAULT_KEY_PREFIX.to_string(),
+            stack_arn: None,
+            poll: PollPolicy {
+                initial: Duration::from_millis(200),
+                factor: 1.5,
+                max: Duration::from_secs(5),
+                timeout: Duration::from_secs(MAX_SERVICE_TIMEOUT_SECS),
+            },
+        }
+    }
+
+    /// Replaces the key prefix of the response objects.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// The partition, region and account of the `StackId` ARNs (default: those of the
+    /// `ServiceToken`).
+    pub fn with_stack_arn(
+        mut self,
+        partition: impl Into<String>,
+        region: impl Into<String>,
+        account: impl Into<String>,
+    ) -> Self {
+        self.stack_arn = Some((partition.into(), region.into(), account.into()));
+        self
+    }
+
+    /// Replaces the retry policy of single calls.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.transport.retry = retry;
+        self
+    }
+
+    /// Replaces the poll policy (its `timeout` is the resource timeout).
+    pub fn with_poll(mut self, poll: PollPolicy) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Replaces the resource timeout: how long a handler has to answer.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.poll.timeout = timeout;
+        self
+    }
+
+    /// The bucket that receives the responses.
+    pub fn bucket(&self) -> &str {
+        &self.transport.bucket
+    }
+
+    /// The key of the response object for `request_id`.
+    pub fn response_key(&self, request_id: &str) -> String {
+        format!("{}{request_id}", self.key_prefix)
+    }
+
+    /// The `StackId` for `stack_name` when the service token is `target`.
+    pub fn stack_id(&self, stack_name: &str, target: &ServiceTarget) -> String {
+        let place = match &self.stack_arn {
+            Some((p, r, a)) => (p.as_str(), r.as_str(), a.as_str()),
+            None => {
+                let arn = target.arn();
+                (
+                    arn.partition.as_str(),
+                    arn.region.as_str(),
+                    arn.account.as_str(),
+                )
+            }
+        };
+        stack_arn(place, stack_name)
+    }
+
+    /// The timeout for `request`: the configured one, shortened by a valid
+    /// `ServiceTimeout` property.
+    pub fn timeout_for(&self, request: &ResourceRequest) -> Duration {
+        match service_timeout(&request.properties) {
+            Some(t) => t.min(self.poll.timeout),
+            None => self.poll.timeout,
+        }
+    }
+
+    /// Runs one `kind` request for a custom type through the protocol: the handler's
+    /// successful answer and the request's `RequestId`; a `FAILED` answer is an error.
+    async fn answer(
+        &self,
+        request: &ResourceRequest,
+        kind: RequestType,
+    ) -> Result<(CustomResponse, String), ProviderError> {
+        check_type(request)?;
+        if kind != RequestType::Create {
+            request.require_physical_id()?;
+        }
+        let (response, request_id) = self.execute(request, kind).await?;
+        if !response.success {
+            return Err(failure(request, kind, &response));
+        }
+        Ok((response, request_id))
+    }
+
+    /// Runs one request through the protocol and returns the handler's answer (success or
+    /// failure alike) and the request's `RequestId`.
+    async fn execute(
+        &self,
+        request: &ResourceRequest,
+        kind: RequestType,
+    ) -> Result<(CustomResponse, String), ProviderError> {
+        let token = service_token(&request.properties)?;
+        let target = ServiceTarget::parse(token)?;
+        let request_id = if request.token.is_empty() {
+            random_request_id()
+        } else {
+            request_id(request, kind)
+        };
+        let key = self.response_key(&request_id);
+        let expected = Expected {
+            request_id: &request_id,
+            logical_id: &request.logical_id,
+        };
+
+        if !request.token.is_empty()
+            && let Some(body) = self.transport.read_response(&key).await?
+        {
+            return Ok((parse_response(&body, &expected)?, request_id));
+        }
+
+        let timeout = self.timeout_for(request);
+        let url = self.transport.presign(&key, timeout).await?;
+        let stack_id = self.stack_id(&request.stack_name, &target);
+        let event = build_request(
+            kind,
+            request,
+            &RequestIds {
+                request_id: &request_id,
+                stack_id: &stack_id,
+                response_url: &url,
+            },
+        )?;
+        self.transport.send(&target, &event).await?;
+
+        let deadline = Instant::now() + timeout;
+        let mut delays = self.poll.delays();
+        loop {
+            let delay = delays.next().unwrap_or(self.poll.max);
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ProviderError::Timeout(format!(
+                    "no response from the custom resource handler {token} at s3://{}/{key} \
+                     within {timeout:?} (RequestId {request_id})",
+                    self.transport.bucket
+                )));
+            }
+            tokio::time::sleep(delay.min(deadline - now)).await;
+            if let Some(body) = self.transport.read_response(&key).await? {
+                return Ok((parse_response(&body, &expected)?, request_id));
+            }
+        }
+    }
+}
+
+impl Provider for CustomResourceProvider {
+    fn create<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Created> {
+        Box::pin(async move {
+            let (response, request_id) = self.answer(request, RequestType::Create).await?;
+            let physical_id = response.physical_id.unwrap_or_else(|| {
+                default_physical_id(&request.stack_name, &request.logical_id, &request_id)
+            });
+            Ok(Created {
+                physical_id,
+                attributes: attributes(&response.data),
+            })
+        })
+    }
+
+    /// Sends an `Update`. When the handler answers another `PhysicalResourceId`, the
+    /// resource was replaced (`replaced: true`): as CloudFormation does, the engine must
+    /// then send a `Delete` for the old physical id (with the old properties) in its
+    /// cleanup phase, after the rest of the deploy succeeded.
+    fn update<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Updated> {
+        Box::pin(async move {
+            let (response, _) = self.answer(request, RequestType::Update).await?;
+            let old_id = request.require_physical_id()?;
+            let physical_id = response.physical_id.unwrap_or_else(|| old_id.to_string());
+            Ok(Updated {
+                replaced: physical_id != old_id,
+                physical_id,
+                attributes: attributes(&response.data),
+            })
+        })
+    }
+
+    /// Sends a `Delete`; a `FAILED` answer is an error (the resource is not forgotten).
+    fn delete<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Deleted> {
+        Box::pin(async move {
+            self.answer(request, RequestType::Delete).await?;
+            Ok(Deleted::Done)
+        })
+    }
+
+    fn name(&self) -> &str {
+        "custom"
+    }
+
+    /// Every property: all of them go to the handler.
+    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
+        None
+    }
+}
