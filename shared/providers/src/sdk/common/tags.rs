@@ -141,7 +141,11 @@ macro_rules! tagging {
                 let $uc = &self.client;
                 let request = $untag_request;
                 $crate::sdk::common::calls::send_request(
-                    &self.retry, $untag, $classify, request, |r| r.send()
+                    &self.retry,
+                    $untag,
+                    $classify,
+                    request,
+                    |r| r.send(),
                 )
                 .await
             }
@@ -154,7 +158,11 @@ macro_rules! tagging {
                 let $tc = &self.client;
                 let request = $tag_request;
                 $crate::sdk::common::calls::send_request(
-                    &self.retry, $tag, $classify, request, |r| r.send()
+                    &self.retry,
+                    $tag,
+                    $classify,
+                    request,
+                    |r| r.send(),
                 )
                 .await
             }
