@@ -4,19 +4,37 @@
 //! about a stack is in it. The stack state, the rollback journal and the drift baselines
 //! are pure folds of the stream ([`projection`]). Streams live in an [`store::EventStore`]:
 //! the embedded store ([`sqlite`], a database file under `.stackflow/`) or the DynamoDB
-//! store ([`dynamo`]); both pass the same [`conformance`] suite.
+//! store ([`dynamo`]); both pass the same conformance suite.
+//!
+//! # Features
+//!
+//! - `embedded` (default): the SQLite store, [`sqlite`].
+//! - `dynamodb` (default): the DynamoDB store, [`dynamo`].
+//! - `testing`: for tests only: the conformance suite every store passes
+//!   (`conformance`), synthetic histories (`testing`), and `memory`: an in-memory store
+//!   with the embedded store's semantics, and a wrapper that makes a store fail after a
+//!   given number of appends.
+//!
+//! Without features the crate is the event types, the store trait and the projections,
+//! and needs no async runtime.
 
+#[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "dynamodb")]
 pub mod dynamo;
 pub mod event;
+#[cfg(feature = "testing")]
+pub mod memory;
 pub mod projection;
 #[cfg(feature = "embedded")]
 pub mod sqlite;
 pub mod store;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use event::{Event, NewEvent, StoredEvent};
+#[cfg(feature = "testing")]
+pub use memory::{FaultyStore, MemoryStore};
 pub use store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
 
 use projection::StackState;
