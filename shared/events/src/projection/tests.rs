@@ -2,7 +2,10 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::event::{NewEvent, current_version, now};
+use crate::event::{
+    Baseline, DriftResult, ErrorInfo, Event, Holder, NewEvent, Operation, ProviderKind,
+    RefusalCause, ResourceRecord, StoredEvent, current_version, now,
+};
 
 fn record(id: &str, physical: &str, deps: &[&str]) -> ResourceRecord {
     ResourceRecord {
