@@ -101,7 +101,12 @@ fn measure<T>(name: &str, runs: usize, mut f: impl FnMut() -> T) -> Duration {
 }
 
 fn main() {
-    let n = 1000;
+    generated_template(1000);
+    corpus();
+}
+
+/// Parse, conditions and graph, and plan timings for a generated template of `n` resources.
+fn generated_template(n: usize) {
     let text = generated(n);
     println!(
         "generated template: {n} resources, {} KiB of JSON",
@@ -155,8 +160,10 @@ fn main() {
         (parse + graph + plan_empty).as_secs_f64() * 1e3,
         (parse + graph + plan_deployed).as_secs_f64() * 1e3
     );
+}
 
-    // The corpus: load (parse every stack of every case) and plan each stack.
+/// The corpus: load (parse every stack of every case) and plan each stack.
+fn corpus() {
     let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/corpus");
     let listing: Value =
         serde_json::from_str(&std::fs::read_to_string(corpus.join("corpus.json")).unwrap())

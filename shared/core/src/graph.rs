@@ -55,47 +55,9 @@ pub fn references(
                         references(item, template, conditions, out);
                     }
                 }
-                ("Fn::Sub", arg) => {
-                    let (text, vars) = match arg {
-                        Value::String(s) => (Some(s.as_str()), None),
-                        Value::Array(items) if items.len() == 2 => {
-                            (items[0].as_str(), items[1].as_object())
-                        }
-                        _ => (None, None),
-                    };
-                    if let Some(vars) = vars {
-                        for v in vars.values() {
-                            references(v, template, conditions, out);
-                        }
-                    }
-                    if let Some(Ok(parts)) = text.map(parse_sub) {
-                        for part in parts {
-                            if let SubPart::Var(name) = part {
-                                if vars.is_some_and(|m| m.contains_key(&name)) {
-                                    continue;
-                                }
-                                let res = name.split_once('.').map_or(name.as_str(), |(r, _)| r);
-                                if template.resources.contains_key(res) {
-                                    out.insert(res.to_string());
-                                }
-                            }
-                        }
-                    }
-                }
+                ("Fn::Sub", arg) => sub_references(arg, template, conditions, out),
                 ("Fn::If", Value::Array(items)) if items.len() == 3 => {
-                    let branch = match items[0].as_str().and_then(|c| conditions.get(c)) {
-                        Some(true) => Some(&items[1]),
-                        Some(false) => Some(&items[2]),
-                        // An unknown condition fails in the resolver; count both branches.
-                        None => None,
-                    };
-                    match branch {
-                        Some(b) => references(b, template, conditions, out),
-                        None => {
-                            references(&items[1], template, conditions, out);
-                            references(&items[2], template, conditions, out);
-                        }
-                    }
+                    if_references(items, template, conditions, out)
                 }
                 (_, arg) => references(arg, template, conditions, out),
             }
@@ -111,6 +73,62 @@ pub fn references(
             }
         }
         _ => {}
+    }
+}
+
+/// The references of an `Fn::Sub`: its variable map's values, and the resources its
+/// `${X}` and `${X.Attr}` variables name (unless the variable map defines them).
+fn sub_references(
+    arg: &Value,
+    template: &Template,
+    conditions: &IndexMap<String, bool>,
+    out: &mut BTreeSet<String>,
+) {
+    let (text, vars) = match arg {
+        Value::String(s) => (Some(s.as_str()), None),
+        Value::Array(items) if items.len() == 2 => (items[0].as_str(), items[1].as_object()),
+        _ => (None, None),
+    };
+    if let Some(vars) = vars {
+        for v in vars.values() {
+            references(v, template, conditions, out);
+        }
+    }
+    if let Some(Ok(parts)) = text.map(parse_sub) {
+        for part in parts {
+            if let SubPart::Var(name) = part {
+                if vars.is_some_and(|m| m.contains_key(&name)) {
+                    continue;
+                }
+                let res = name.split_once('.').map_or(name.as_str(), |(r, _)| r);
+                if template.resources.contains_key(res) {
+                    out.insert(res.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// The references of an `Fn::If` (`[condition, then, else]`): the taken branch's, or both
+/// branches' when the condition is unknown.
+fn if_references(
+    items: &[Value],
+    template: &Template,
+    conditions: &IndexMap<String, bool>,
+    out: &mut BTreeSet<String>,
+) {
+    let branch = match items[0].as_str().and_then(|c| conditions.get(c)) {
+        Some(true) => Some(&items[1]),
+        Some(false) => Some(&items[2]),
+        // An unknown condition fails in the resolver; count both branches.
+        None => None,
+    };
+    match branch {
+        Some(b) => references(b, template, conditions, out),
+        None => {
+            references(&items[1], template, conditions, out);
+            references(&items[2], template, conditions, out);
+        }
     }
 }
 

@@ -16,11 +16,15 @@ use serde_json::{Map, Value};
 use crate::error::{Path, Result};
 use crate::graph::{Graph, references};
 use crate::intrinsics::{
-    BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, as_unknown,
-    evaluate_conditions,
+    BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, evaluate_conditions,
 };
-use crate::schema;
-use crate::template::{Policy, Template};
+use crate::template::{Output, Policy, Template};
+
+mod diff;
+mod synthetic;
+
+use diff::property_changes;
+pub use synthetic::{SyntheticEnvironment, synthetic_state};
 
 /// One resource as the stack's state records it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -312,281 +316,214 @@ pub fn mask_values(v: &Value, secrets: &[String]) -> Value {
     }
 }
 
-/// Scalars compare by their text, as CloudFormation reads them (`30` equals `"30"`).
-fn same(a: &Value, b: &Value) -> bool {
-    fn text(v: &Value) -> Option<String> {
-        match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            _ => None,
-        }
-    }
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same(v, w))
-        }
-        _ => match (text(a), text(b)) {
-            (Some(x), Some(y)) => x == y,
-            _ => a == b,
-        },
-    }
-}
-
-fn show_path(segments: &[String]) -> String {
-    let mut out = String::new();
-    for s in segments {
-        if s.parse::<usize>().is_ok() && !out.is_empty() {
-            out.push_str(&format!("[{s}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(s);
-        }
-    }
-    out
-}
-
-/// The differences between two property values, at leaf granularity for objects and for
-/// lists of the same length.
-fn diff(
-    old: Option<&Value>,
-    new: Option<&Value>,
-    path: &mut Vec<String>,
-    out: &mut Vec<(Vec<String>, Option<Value>, Option<Value>)>,
-) {
-    match (old, new) {
-        (Some(Value::Object(o)), Some(Value::Object(n))) if as_unknown(new.unwrap()).is_none() => {
-            for (k, nv) in n {
-                path.push(k.clone());
-                diff(o.get(k), Some(nv), path, out);
-                path.pop();
-            }
-            for (k, ov) in o {
-                if !n.contains_key(k) {
-                    path.push(k.clone());
-                    diff(Some(ov), None, path, out);
-                    path.pop();
-                }
-            }
-        }
-        (Some(Value::Array(o)), Some(Value::Array(n))) if o.len() == n.len() => {
-            for (i, (ov, nv)) in o.iter().zip(n).enumerate() {
-                path.push(i.to_string());
-                diff(Some(ov), Some(nv), path, out);
-                path.pop();
-            }
-        }
-        (Some(o), Some(n)) => {
-            if !same(o, n) {
-                out.push((path.clone(), Some(o.clone()), Some(n.clone())));
-            }
-        }
-        (None, None) => {}
-        (o, n) => out.push((path.clone(), o.cloned(), n.cloned())),
-    }
-}
-
-/// The schema that decides replacement for a type: custom resources share the schema of
-/// `AWS::CloudFormation::CustomResource`.
-fn schema_for(resource_type: &str) -> Option<&'static schema::ResourceSchema> {
-    if resource_type.starts_with("Custom::") {
-        schema::schema("AWS::CloudFormation::CustomResource")
-    } else {
-        schema::schema(resource_type)
-    }
-}
-
-/// Compares the desired template with the stack's state.
+/// Compares the desired template with the stack's state: evaluates the conditions, builds
+/// the dependency graph, plans each resource of the template in dependency order, then the
+/// deletes, then the outputs.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
-    let template = input.template;
-    template.ensure_supported()?;
-    let conditions = evaluate_conditions(template, input.parameters, input.pseudo, input.env)?;
-    let graph = Graph::build(template, &conditions)?;
-    let secrets = input.parameters.secret_values();
-
-    let mut decided: HashMap<String, Action> = HashMap::new();
+    input.template.ensure_supported()?;
+    let conditions =
+        evaluate_conditions(input.template, input.parameters, input.pseudo, input.env)?;
+    let graph = Graph::build(input.template, &conditions)?;
+    let mut planner = Planner {
+        input,
+        conditions: &conditions,
+        secrets: input.parameters.secret_values(),
+        decided: HashMap::new(),
+    };
     let mut resources = Vec::new();
     for id in graph.topological_order() {
-        let r = &template.resources[id];
-        let props = {
-            let env = PlanEnv {
-                state: input.state,
-                decided: &decided,
-                outer: input.env,
-            };
-            let resolver = Resolver::new(
-                template,
-                input.parameters,
-                input.pseudo,
-                &conditions,
-                &env,
-                Mode::Plan,
-            );
-            // Metadata is resolved too, so that a bad expression there fails now.
-            if let Some(m) = &r.metadata {
-                resolver.resolve(m, &Path::from_keys(["Resources", id, "Metadata"]))?;
-            }
-            resolver.resolve_properties(id)?
-        };
-        let props = match mask_values(&Value::Object(props), &secrets) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        let deletion_policy = r.deletion_policy.unwrap_or_default();
-        let update_replace_policy = r.update_replace_policy.unwrap_or_default();
-        let depends_on: Vec<String> = graph
-            .dependencies(id)
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let current = input.state.resources.get(id);
-        let (action, reason, changes) = match current {
-            None => (Action::Create, Reason::New, vec![]),
-            Some(cur) if cur.resource_type != r.ty => (
-                Action::Replace,
-                Reason::TypeChanged {
-                    from: cur.resource_type.clone(),
-                },
-                vec![],
-            ),
-            Some(cur) => {
-                let mut raw = Vec::new();
-                diff(
-                    Some(&Value::Object(cur.properties.clone())),
-                    Some(&Value::Object(props.clone())),
-                    &mut Vec::new(),
-                    &mut raw,
-                );
-                let schema = schema_for(&r.ty);
-                let changes: Vec<PropertyChange> = raw
-                    .into_iter()
-                    .map(|(segs, old, new)| {
-                        let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
-                        PropertyChange {
-                            path: show_path(&segs),
-                            replaces: schema.is_some_and(|s| s.requires_replacement(&refs)),
-                            old,
-                            new,
-                        }
-                    })
-                    .collect();
-                if changes.is_empty() {
-                    (Action::NoOp, Reason::Unchanged, changes)
-                } else if changes.iter().any(|c| c.replaces) {
-                    let paths: BTreeSet<String> = changes
-                        .iter()
-                        .filter(|c| c.replaces)
-                        .map(|c| c.path.clone())
-                        .collect();
-                    (
-                        Action::Replace,
-                        Reason::CreateOnlyChanged {
-                            paths: paths.into_iter().collect(),
-                        },
-                        changes,
-                    )
-                } else {
-                    (Action::Update, Reason::PropertiesChanged, changes)
-                }
-            }
-        };
-        decided.insert(id.to_string(), action);
-        resources.push(ResourcePlan {
-            logical_id: id.to_string(),
-            resource_type: r.ty.clone(),
-            action,
-            reason,
-            changes,
-            physical_id: current.map(|c| c.physical_id.clone()),
-            properties: props,
-            depends_on,
-            deletion_policy,
-            update_replace_policy,
-        });
+        resources.push(planner.resource(id, &graph)?);
     }
-
-    // Deletes: resources of the stack that the template no longer has (or whose condition
-    // is false), dependents before what they depend on.
-    let gone: Vec<&String> = input
-        .state
-        .resources
-        .keys()
-        .filter(|id| !graph.contains(id))
-        .collect();
-    for id in delete_order(input.state, &gone) {
-        let cur = &input.state.resources[id];
-        let reason = match template.resources.get(id).and_then(|r| r.condition.clone()) {
-            Some(condition) if template.resources[id].ty == cur.resource_type => {
-                Reason::ConditionFalse { condition }
-            }
-            _ => Reason::RemovedFromTemplate,
-        };
-        resources.push(ResourcePlan {
-            logical_id: id.to_string(),
-            resource_type: cur.resource_type.clone(),
-            action: Action::Delete,
-            reason,
-            changes: vec![],
-            physical_id: Some(cur.physical_id.clone()),
-            properties: cur.properties.clone(),
-            depends_on: cur.dependencies.clone(),
-            deletion_policy: cur.deletion_policy.unwrap_or_default(),
-            update_replace_policy: cur.update_replace_policy.unwrap_or_default(),
-        });
-    }
-
-    let mut outputs = IndexMap::new();
-    {
-        let env = PlanEnv {
-            state: input.state,
-            decided: &decided,
-            outer: input.env,
-        };
-        let resolver = Resolver::new(
-            template,
-            input.parameters,
-            input.pseudo,
-            &conditions,
-            &env,
-            Mode::Plan,
-        );
-        for (name, o) in &template.outputs {
-            if let Some(c) = &o.condition
-                && !conditions.get(c).copied().unwrap_or(true)
-            {
-                continue;
-            }
-            let p = Path::from_keys(["Outputs", name]);
-            let value = resolver
-                .resolve(&o.value, &p.key("Value"))?
-                .unwrap_or(Value::Null);
-            let export_name = o
-                .export_name
-                .as_ref()
-                .map(|e| resolver.resolve(e, &p.key("Export").key("Name")))
-                .transpose()?
-                .flatten();
-            outputs.insert(
-                name.clone(),
-                OutputPlan {
-                    value: mask_values(&value, &secrets),
-                    export_name,
-                },
-            );
-        }
-    }
-
+    resources.extend(deletes(input, &graph));
+    let outputs = planner.outputs()?;
     Ok(Plan {
         stack: input.stack.to_string(),
         resources,
         outputs,
         conditions,
     })
+}
+
+/// What planning carries from one step to the next: the input, the evaluated conditions,
+/// the `NoEcho` values to mask, and the actions decided so far.
+struct Planner<'p, 'a> {
+    input: &'p PlanInput<'a>,
+    conditions: &'p IndexMap<String, bool>,
+    secrets: Vec<String>,
+    decided: HashMap<String, Action>,
+}
+
+impl Planner<'_, '_> {
+    /// Runs `f` with a resolver that sees the resources decided so far (see [`PlanEnv`]).
+    fn with_resolver<T>(&self, f: impl FnOnce(&Resolver<'_>) -> Result<T>) -> Result<T> {
+        let env = PlanEnv {
+            state: self.input.state,
+            decided: &self.decided,
+            outer: self.input.env,
+        };
+        let resolver = Resolver::new(
+            self.input.template,
+            self.input.parameters,
+            self.input.pseudo,
+            self.conditions,
+            &env,
+            Mode::Plan,
+        );
+        f(&resolver)
+    }
+
+    /// The plan of one resource of the template; its action is recorded as decided, for
+    /// the resources that refer to it.
+    fn resource(&mut self, id: &str, graph: &Graph) -> Result<ResourcePlan> {
+        let r = &self.input.template.resources[id];
+        let properties = self.properties(id)?;
+        let current = self.input.state.resources.get(id);
+        let (action, reason, changes) = decide(current, &r.ty, &properties);
+        self.decided.insert(id.to_string(), action);
+        Ok(ResourcePlan {
+            logical_id: id.to_string(),
+            resource_type: r.ty.clone(),
+            action,
+            reason,
+            changes,
+            physical_id: current.map(|c| c.physical_id.clone()),
+            properties,
+            depends_on: graph
+                .dependencies(id)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            deletion_policy: r.deletion_policy.unwrap_or_default(),
+            update_replace_policy: r.update_replace_policy.unwrap_or_default(),
+        })
+    }
+
+    /// The desired properties of one resource as far as they are known, `NoEcho` values
+    /// masked.
+    fn properties(&self, id: &str) -> Result<Map<String, Value>> {
+        let r = &self.input.template.resources[id];
+        let props = self.with_resolver(|resolver| {
+            // Metadata is resolved too, so that a bad expression there fails now.
+            if let Some(m) = &r.metadata {
+                resolver.resolve(m, &Path::from_keys(["Resources", id, "Metadata"]))?;
+            }
+            resolver.resolve_properties(id)
+        })?;
+        Ok(match mask_values(&Value::Object(props), &self.secrets) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        })
+    }
+
+    /// The outputs whose condition holds, as far as they are known, `NoEcho` values masked.
+    fn outputs(&self) -> Result<IndexMap<String, OutputPlan>> {
+        self.with_resolver(|resolver| {
+            let mut outputs = IndexMap::new();
+            for (name, o) in &self.input.template.outputs {
+                if let Some(c) = &o.condition
+                    && !self.conditions.get(c).copied().unwrap_or(true)
+                {
+                    continue;
+                }
+                outputs.insert(name.clone(), self.output(resolver, name, o)?);
+            }
+            Ok(outputs)
+        })
+    }
+
+    fn output(&self, resolver: &Resolver<'_>, name: &str, o: &Output) -> Result<OutputPlan> {
+        let p = Path::from_keys(["Outputs", name]);
+        let value = resolver
+            .resolve(&o.value, &p.key("Value"))?
+            .unwrap_or(Value::Null);
+        let export_name = o
+            .export_name
+            .as_ref()
+            .map(|e| resolver.resolve(e, &p.key("Export").key("Name")))
+            .transpose()?
+            .flatten();
+        Ok(OutputPlan {
+            value: mask_values(&value, &self.secrets),
+            export_name,
+        })
+    }
+}
+
+/// The action for a resource of the template (of type `ty`, with the desired
+/// `properties`), why, and the changed properties.
+fn decide(
+    current: Option<&StateResource>,
+    ty: &str,
+    properties: &Map<String, Value>,
+) -> (Action, Reason, Vec<PropertyChange>) {
+    match current {
+        None => (Action::Create, Reason::New, vec![]),
+        Some(cur) if cur.resource_type != ty => (
+            Action::Replace,
+            Reason::TypeChanged {
+                from: cur.resource_type.clone(),
+            },
+            vec![],
+        ),
+        Some(cur) => {
+            let changes = property_changes(cur, ty, properties);
+            if changes.is_empty() {
+                (Action::NoOp, Reason::Unchanged, changes)
+            } else if changes.iter().any(|c| c.replaces) {
+                let paths: BTreeSet<String> = changes
+                    .iter()
+                    .filter(|c| c.replaces)
+                    .map(|c| c.path.clone())
+                    .collect();
+                (
+                    Action::Replace,
+                    Reason::CreateOnlyChanged {
+                        paths: paths.into_iter().collect(),
+                    },
+                    changes,
+                )
+            } else {
+                (Action::Update, Reason::PropertiesChanged, changes)
+            }
+        }
+    }
+}
+
+/// The deletes: resources of the stack that the template no longer has (or whose
+/// condition is false), dependents before what they depend on.
+fn deletes(input: &PlanInput<'_>, graph: &Graph) -> Vec<ResourcePlan> {
+    let gone: Vec<&String> = input
+        .state
+        .resources
+        .keys()
+        .filter(|id| !graph.contains(id))
+        .collect();
+    delete_order(input.state, &gone)
+        .into_iter()
+        .map(|id| delete(input.template, id, &input.state.resources[id]))
+        .collect()
+}
+
+/// The plan that deletes the deployed resource `id`.
+fn delete(template: &Template, id: &str, cur: &StateResource) -> ResourcePlan {
+    let reason = match template.resources.get(id).and_then(|r| r.condition.clone()) {
+        Some(condition) if template.resources[id].ty == cur.resource_type => {
+            Reason::ConditionFalse { condition }
+        }
+        _ => Reason::RemovedFromTemplate,
+    };
+    ResourcePlan {
+        logical_id: id.to_string(),
+        resource_type: cur.resource_type.clone(),
+        action: Action::Delete,
+        reason,
+        changes: vec![],
+        physical_id: Some(cur.physical_id.clone()),
+        properties: cur.properties.clone(),
+        depends_on: cur.dependencies.clone(),
+        deletion_policy: cur.deletion_policy.unwrap_or_default(),
+        update_replace_policy: cur.update_replace_policy.unwrap_or_default(),
+    }
 }
 
 /// Orders resources for deletion: a resource before the ones it depended on (by the
@@ -631,121 +568,6 @@ pub fn referenced_resources(
     let mut out = BTreeSet::new();
     references(v, template, conditions, &mut out);
     out
-}
-
-/// An environment that gives every resource a synthetic physical id (ARN-shaped)
-/// and attributes (`<logical id>-<attribute>`), for tests and benchmarks that need a
-/// deployed state without AWS.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SyntheticEnvironment;
-
-impl Environment for SyntheticEnvironment {
-    fn resource_ref(&self, id: &str) -> Option<Value> {
-        Some(Value::String(synthetic_physical_id(id)))
-    }
-    fn resource_attribute(&self, id: &str, attr: &str) -> Option<Value> {
-        Some(synthetic_attribute(id, attr))
-    }
-    fn availability_zones(&self, region: &str) -> Option<Vec<String>> {
-        Some(vec![
-            format!("{region}a"),
-            format!("{region}b"),
-            format!("{region}c"),
-        ])
-    }
-    fn import_value(&self, name: &str) -> Option<Value> {
-        Some(Value::String(format!("import-{name}")))
-    }
-    fn stack_output(&self, r: &StackOutputRef) -> Option<Value> {
-        Some(Value::String(format!("{}-{}", r.stack_name, r.output_name)))
-    }
-    fn ssm_parameter(&self, name: &str) -> Option<Value> {
-        Some(Value::String(format!("ssm-{name}")))
-    }
-}
-
-/// A synthetic physical id, shaped like an ARN because many types' `Ref` is one.
-fn synthetic_physical_id(id: &str) -> String {
-    format!("arn:aws:synthetic:us-east-1:123456789012:{id}")
-}
-
-/// A synthetic attribute value of the right shape: CIDR blocks are CIDR blocks, list
-/// attributes are lists.
-fn synthetic_attribute(id: &str, attr: &str) -> Value {
-    if attr == "Ipv6CidrBlocks" {
-        Value::Array(vec![Value::String("2001:db8::/56".into())])
-    } else if attr.ends_with("CidrBlock") {
-        Value::String("10.0.0.0/16".into())
-    } else if attr.ends_with("CidrBlockAssociations")
-        || attr.ends_with("Ids")
-        || attr.ends_with("Arns")
-    {
-        Value::Array(vec![Value::String(format!("{id}-{attr}-0"))])
-    } else {
-        Value::String(format!("{id}-{attr}"))
-    }
-}
-
-/// The state a deploy of `template` would record if every resource got the values of
-/// [`SyntheticEnvironment`]: for tests and benchmarks of the plan.
-pub fn synthetic_state(
-    template: &Template,
-    parameters: &BoundParameters,
-    pseudo: &Pseudo,
-) -> Result<CurrentState> {
-    let env = SyntheticEnvironment;
-    let conditions = evaluate_conditions(template, parameters, pseudo, &env)?;
-    let graph = Graph::build(template, &conditions)?;
-    let resolver = Resolver::new(
-        template,
-        parameters,
-        pseudo,
-        &conditions,
-        &env,
-        Mode::Deploy,
-    );
-    let mut read = BTreeSet::new();
-    for r in template.resources.values() {
-        for v in r.properties.values() {
-            crate::graph::attribute_references(v, &mut read);
-        }
-    }
-    for o in template.outputs.values() {
-        crate::graph::attribute_references(&o.value, &mut read);
-    }
-    let mut state = CurrentState::default();
-    for id in graph.topological_order() {
-        let r = &template.resources[id];
-        // As a deploy records them: NoEcho values masked.
-        let properties = match mask_values(
-            &Value::Object(resolver.resolve_properties(id)?),
-            &parameters.secret_values(),
-        ) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        state.resources.insert(
-            id.to_string(),
-            StateResource {
-                resource_type: r.ty.clone(),
-                physical_id: synthetic_physical_id(id),
-                properties,
-                attributes: read
-                    .iter()
-                    .filter(|(r, _)| r == id)
-                    .map(|(r, a)| (a.clone(), synthetic_attribute(r, a)))
-                    .collect(),
-                dependencies: graph
-                    .dependencies(id)
-                    .into_iter()
-                    .map(String::from)
-                    .collect(),
-                deletion_policy: r.deletion_policy,
-                update_replace_policy: r.update_replace_policy,
-            },
-        );
-    }
-    Ok(state)
 }
 
 #[cfg(test)]

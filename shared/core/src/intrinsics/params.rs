@@ -137,20 +137,7 @@ fn split_list(raw: &str) -> Vec<String> {
 }
 
 fn check_value(name: &str, decl: &Parameter, raw: &str, path: &Path) -> Result<()> {
-    let shown = |v: &str| {
-        if decl.no_echo {
-            "the given value".to_string()
-        } else {
-            format!("`{v}`")
-        }
-    };
-    let fail = |msg: String| {
-        let mut e = TemplateError::new(ErrorKind::ParameterValue, path, msg);
-        if let Some(c) = &decl.constraint_description {
-            e = e.with_hint(c.clone());
-        }
-        e
-    };
+    let check = ValueCheck { name, decl, path };
     // SSM parameter types hold the name of an SSM parameter; the constraints apply to it
     // as CloudFormation applies them to the given text.
     let items: Vec<String> = if decl.is_list() {
@@ -159,76 +146,132 @@ fn check_value(name: &str, decl: &Parameter, raw: &str, path: &Path) -> Result<(
         vec![raw.to_string()]
     };
     for item in &items {
+        check.item(item)?;
+    }
+    check.length(raw)
+}
+
+/// The constraints of one parameter declaration, checked against a given value.
+struct ValueCheck<'a> {
+    name: &'a str,
+    decl: &'a Parameter,
+    path: &'a Path,
+}
+
+impl ValueCheck<'_> {
+    /// How a value shows in a message: a `NoEcho` value never does.
+    fn shown(&self, v: &str) -> String {
+        if self.decl.no_echo {
+            "the given value".to_string()
+        } else {
+            format!("`{v}`")
+        }
+    }
+
+    /// A value error, with the `ConstraintDescription` as its hint.
+    fn fail(&self, msg: String) -> TemplateError {
+        let mut e = TemplateError::new(ErrorKind::ParameterValue, self.path, msg);
+        if let Some(c) = &self.decl.constraint_description {
+            e = e.with_hint(c.clone());
+        }
+        e
+    }
+
+    /// One item (the value, or one element of a list): its type, the allowed values, the
+    /// pattern and the range.
+    fn item(&self, item: &str) -> Result<()> {
+        let (name, decl) = (self.name, self.decl);
         if decl.is_number() && item.trim().parse::<f64>().is_err() {
-            return Err(fail(format!(
+            return Err(self.fail(format!(
                 "parameter `{name}` is a {}, but {} is not a number",
                 decl.ty,
-                shown(item)
+                self.shown(item)
             )));
         }
         if let Some(allowed) = &decl.allowed_values
             && !allowed.iter().any(|a| a == item)
         {
-            return Err(fail(format!(
+            return Err(self.fail(format!(
                 "{} is not an allowed value of parameter `{name}`; allowed: {}",
-                shown(item),
+                self.shown(item),
                 allowed.join(", ")
             )));
         }
         if let Some(pattern) = &decl.allowed_pattern {
-            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-                TemplateError::new(
-                    ErrorKind::Structure,
-                    path.key("AllowedPattern"),
-                    format!("not a valid regular expression: {e}"),
-                )
-            })?;
-            if !re.is_match(item) {
-                return Err(fail(format!(
-                    "{} does not match the AllowedPattern `{pattern}` of parameter `{name}`",
-                    shown(item)
-                )));
-            }
+            self.pattern(pattern, item)?;
         }
         if decl.is_number()
             && let Ok(n) = item.trim().parse::<f64>()
         {
-            if let Some(min) = decl.min_value
-                && n < min
-            {
-                return Err(fail(format!(
-                    "{} is below the MinValue {min} of parameter `{name}`",
-                    shown(item)
-                )));
-            }
-            if let Some(max) = decl.max_value
-                && n > max
-            {
-                return Err(fail(format!(
-                    "{} is above the MaxValue {max} of parameter `{name}`",
-                    shown(item)
-                )));
-            }
+            self.range(n, item)?;
+        }
+        Ok(())
+    }
+
+    /// `AllowedPattern`, which must match the whole item.
+    fn pattern(&self, pattern: &str, item: &str) -> Result<()> {
+        let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+            TemplateError::new(
+                ErrorKind::Structure,
+                self.path.key("AllowedPattern"),
+                format!("not a valid regular expression: {e}"),
+            )
+        })?;
+        if re.is_match(item) {
+            Ok(())
+        } else {
+            Err(self.fail(format!(
+                "{} does not match the AllowedPattern `{pattern}` of parameter `{}`",
+                self.shown(item),
+                self.name
+            )))
         }
     }
-    let len = raw.chars().count() as u64;
-    if let Some(min) = decl.min_length
-        && len < min
-    {
-        return Err(fail(format!(
-            "parameter `{name}` must be at least {min} characters long, {} has {len}",
-            shown(raw)
-        )));
+
+    /// `MinValue` and `MaxValue` of a number `n` (given as `item`).
+    fn range(&self, n: f64, item: &str) -> Result<()> {
+        let name = self.name;
+        if let Some(min) = self.decl.min_value
+            && n < min
+        {
+            return Err(self.fail(format!(
+                "{} is below the MinValue {min} of parameter `{name}`",
+                self.shown(item)
+            )));
+        }
+        if let Some(max) = self.decl.max_value
+            && n > max
+        {
+            return Err(self.fail(format!(
+                "{} is above the MaxValue {max} of parameter `{name}`",
+                self.shown(item)
+            )));
+        }
+        Ok(())
     }
-    if let Some(max) = decl.max_length
-        && len > max
-    {
-        return Err(fail(format!(
-            "parameter `{name}` must be at most {max} characters long, {} has {len}",
-            shown(raw)
-        )));
+
+    /// `MinLength` and `MaxLength` of the whole value, in characters.
+    fn length(&self, raw: &str) -> Result<()> {
+        let name = self.name;
+        let len = raw.chars().count() as u64;
+        if let Some(min) = self.decl.min_length
+            && len < min
+        {
+            return Err(self.fail(format!(
+                "parameter `{name}` must be at least {min} characters long, {} has {len}",
+                self.shown(raw)
+            )));
+        }
+        if let Some(max) = self.decl.max_length
+            && len > max
+        {
+            return Err(self.fail(format!(
+                "parameter `{name}` must be at most {max} characters long, {} has {len}",
+                self.shown(raw)
+            )));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

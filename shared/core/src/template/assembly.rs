@@ -31,13 +31,7 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
             "cloud assemblies nested too deeply",
         ));
     }
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-        assembly_error(&manifest_path, format!("cannot read the manifest: {e}")).with_hint(
-            "point stackflow at a template file or at a cdk.out directory made by `cdk synth`",
-        )
-    })?;
-    let manifest: Value = serde_json::from_str(&text)
-        .map_err(|e| assembly_error(&manifest_path, format!("invalid JSON: {e}")))?;
+    let manifest = read_manifest(&manifest_path)?;
     let artifacts = manifest
         .get("artifacts")
         .and_then(Value::as_object)
@@ -50,61 +44,8 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
     for (id, artifact) in artifacts {
         match artifact.get("type").and_then(Value::as_str) {
             Some("aws:cloudformation:stack") => {
-                let props = artifact.get("properties").cloned().unwrap_or(Value::Null);
-                let file = props
-                    .get("templateFile")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        assembly_error(
-                            &manifest_path,
-                            format!("stack artifact `{id}` has no `properties.templateFile`"),
-                        )
-                    })?;
-                let template_path = dir.join(file);
-                let template = load_template_file(&template_path)?;
-                let nested = load_nested(dir, &template)?;
-                let name = props
-                    .get("stackName")
-                    .and_then(Value::as_str)
-                    .unwrap_or(id)
-                    .to_string();
-                let dependencies = artifact
-                    .get("dependencies")
-                    .and_then(Value::as_array)
-                    .map(|deps| {
-                        deps.iter()
-                            .filter_map(Value::as_str)
-                            .filter(|d| stack_ids.contains(d))
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let parameters = props
-                    .get("parameters")
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| {
-                                let v = match v {
-                                    Value::String(s) => s.clone(),
-                                    other => other.to_string(),
-                                };
-                                (k.clone(), v)
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push((
-                    id.clone(),
-                    StackTemplate {
-                        name,
-                        file: template_path,
-                        template,
-                        dependencies,
-                        parameters,
-                        nested,
-                    },
-                ));
+                let stack = stack_artifact(dir, &manifest_path, id, artifact, &stack_ids)?;
+                out.push((id.clone(), stack));
             }
             Some("cdk:cloud-assembly") => {
                 if let Some(sub) = artifact
@@ -119,6 +60,84 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
         }
     }
     Ok(())
+}
+
+/// The manifest of a cloud assembly, as JSON.
+fn read_manifest(manifest_path: &FsPath) -> Result<Value> {
+    let text = std::fs::read_to_string(manifest_path).map_err(|e| {
+        assembly_error(manifest_path, format!("cannot read the manifest: {e}")).with_hint(
+            "point stackflow at a template file or at a cdk.out directory made by `cdk synth`",
+        )
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| assembly_error(manifest_path, format!("invalid JSON: {e}")))
+}
+
+/// One stack artifact `id` of the manifest of `dir`: its template (and nested templates),
+/// its name, the stacks among `stack_ids` it depends on, and its parameters.
+fn stack_artifact(
+    dir: &FsPath,
+    manifest_path: &FsPath,
+    id: &str,
+    artifact: &Value,
+    stack_ids: &HashSet<&str>,
+) -> Result<StackTemplate> {
+    let props = artifact.get("properties").cloned().unwrap_or(Value::Null);
+    let file = props
+        .get("templateFile")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            assembly_error(
+                manifest_path,
+                format!("stack artifact `{id}` has no `properties.templateFile`"),
+            )
+        })?;
+    let template_path = dir.join(file);
+    let template = load_template_file(&template_path)?;
+    let nested = load_nested(dir, &template)?;
+    let name = props
+        .get("stackName")
+        .and_then(Value::as_str)
+        .unwrap_or(id)
+        .to_string();
+    let dependencies = artifact
+        .get("dependencies")
+        .and_then(Value::as_array)
+        .map(|deps| {
+            deps.iter()
+                .filter_map(Value::as_str)
+                .filter(|d| stack_ids.contains(d))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(StackTemplate {
+        name,
+        file: template_path,
+        template,
+        dependencies,
+        parameters: stack_parameters(&props),
+        nested,
+    })
+}
+
+/// `properties.parameters` of a stack artifact, each value as text.
+fn stack_parameters(props: &Value) -> IndexMap<String, String> {
+    props
+        .get("parameters")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), v)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Orders stacks so that dependencies come first, keeping manifest order otherwise.
