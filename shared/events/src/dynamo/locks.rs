@@ -1,0 +1,200 @@
+//! The stack's lock: the `lock` item, the preconditions an append puts on it, and breaking it.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{
+    ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+
+use super::append::{Pending, Written};
+use super::{DynamoStore, Item, LOCK_SK, MAX_ATTEMPTS, build_error, get_s, put, s};
+use crate::event::{self, Event, Holder, NewEvent};
+use crate::store::{EventStore, StoreError, StoreResult, StreamId};
+
+/// What the precondition of an append does to the `lock` item.
+#[derive(Clone, Copy)]
+pub(super) enum LockOp<'a> {
+    /// Nothing.
+    None,
+    /// Puts the holder, if the lock is free or held by the same deploy.
+    Take(&'a Holder),
+    /// Checks that this deploy holds it.
+    Check(&'a str),
+    /// Deletes it, if it is free or held by this deploy.
+    Release(&'a str),
+    /// Deletes it, if this deploy holds it (breaking a lock).
+    Break(&'a str),
+}
+
+impl LockOp<'_> {
+    /// Whether the lock's current holder lets the operation through.
+    pub(super) fn allows(self, holder: Option<&Holder>) -> bool {
+        match self {
+            LockOp::None => true,
+            LockOp::Take(h) => holder.is_none_or(|held| held.deploy_id == h.deploy_id),
+            LockOp::Release(id) => holder.is_none_or(|held| held.deploy_id == id),
+            LockOp::Check(id) | LockOp::Break(id) => {
+                holder.is_some_and(|held| held.deploy_id == id)
+            }
+        }
+    }
+}
+
+/// The holder recorded in a `lock` item.
+pub(super) fn holder_of(item: Option<&Item>) -> StoreResult<Option<Holder>> {
+    let Some(json) = item.and_then(|item| get_s(item, "holder")) else {
+        return Ok(None);
+    };
+    serde_json::from_str(json)
+        .map(Some)
+        .map_err(|e| StoreError::Backend(format!("the stack's lock item is malformed: {e}")))
+}
+
+/// The item of a transaction that applies `lock` to the `lock` item of the stream `pk`, if
+/// any; when its condition fails, the cancellation reason holds the item it found.
+pub(super) fn lock_item(
+    table: &str,
+    pk: &str,
+    lock: LockOp<'_>,
+) -> StoreResult<Option<TransactWriteItem>> {
+    let lock_key = || HashMap::from([("pk".to_string(), s(pk)), ("sk".to_string(), s(LOCK_SK))]);
+    let free_or_mine = "attribute_not_exists(sk) OR deploy_id = :d";
+    let item = match lock {
+        LockOp::None => None,
+        LockOp::Take(holder) => {
+            let json = serde_json::to_string(holder).expect("holders serialize");
+            let mut item = lock_key();
+            item.insert("deploy_id".to_string(), s(&holder.deploy_id));
+            item.insert("holder".to_string(), s(&json));
+            Some(put(
+                table,
+                item,
+                Some(free_or_mine),
+                &[(":d", &holder.deploy_id)],
+            )?)
+        }
+        LockOp::Check(id) => {
+            let check = ConditionCheck::builder()
+                .table_name(table)
+                .set_key(Some(lock_key()))
+                .condition_expression("deploy_id = :d")
+                .expression_attribute_values(":d", s(id))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(build_error)?;
+            Some(TransactWriteItem::builder().condition_check(check).build())
+        }
+        LockOp::Release(id) | LockOp::Break(id) => {
+            let condition = if matches!(lock, LockOp::Release(_)) {
+                free_or_mine
+            } else {
+                "deploy_id = :d"
+            };
+            let delete = Delete::builder()
+                .table_name(table)
+                .set_key(Some(lock_key()))
+                .condition_expression(condition)
+                .expression_attribute_values(":d", s(id))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(build_error)?;
+            Some(TransactWriteItem::builder().delete(delete).build())
+        }
+    };
+    Ok(item)
+}
+
+impl DynamoStore {
+    /// Breaks the stream's lock, recording a `LockBroken` event (see
+    /// [`EventStore::break_lock`](crate::store::EventStore::break_lock)).
+    pub(super) async fn break_held_lock(
+        &self,
+        stream: &StreamId,
+        by: &str,
+    ) -> StoreResult<Option<Holder>> {
+        let pk = stream.key();
+        let mut attempt = 1;
+        loop {
+            let Some(holder) = self.lock_holder(stream).await? else {
+                return Ok(None);
+            };
+            let seq = self.next_seq(&pk).await?;
+            let new = NewEvent::new(
+                format!("lock-broken/{}/{seq}", holder.deploy_id),
+                Event::LockBroken {
+                    by: by.to_string(),
+                    previous: holder.clone(),
+                },
+            );
+            let body_value = new.event.to_body();
+            let digest = event::digest(&body_value);
+            let json = serde_json::to_string(&body_value).expect("events serialize");
+            let body = self.place_body(&pk, "events", seq, json).await?;
+            let pending = Pending {
+                pk: &pk,
+                seq,
+                key: &new.key,
+                digest: &digest,
+                type_name: new.event.type_name(),
+                body: &body,
+            };
+            match self
+                .write_event(&pending, LockOp::Break(&holder.deploy_id))
+                .await
+            {
+                Ok(Written::Done) => return Ok(Some(holder)),
+                // Released or taken over meanwhile: look again (the position stays empty).
+                Ok(Written::LockRefused(_)) if attempt < MAX_ATTEMPTS => {
+                    self.discard_body(&body).await;
+                    self.backoff(attempt).await;
+                    attempt += 1;
+                }
+                Ok(Written::LockRefused(_)) => {
+                    self.discard_body(&body).await;
+                    return Err(StoreError::Backend(format!(
+                        "DynamoDB table {}: the lock of {pk} kept changing while it was broken",
+                        self.table
+                    )));
+                }
+                Ok(Written::KeyTaken(_)) => {
+                    self.discard_body(&body).await;
+                    return Err(StoreError::Backend(format!(
+                        "DynamoDB table {}: the key `{}` of a LockBroken event is taken",
+                        self.table, new.key
+                    )));
+                }
+                // Whether it was written is unknown: the body stays.
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_ops_allow_what_their_conditions_allow() {
+        let holder = |id: &str| Holder {
+            deploy_id: id.to_string(),
+            who: "me".to_string(),
+            since: "2024-01-01T00:00:00Z".to_string(),
+            operation: "deploy".to_string(),
+        };
+        let mine = holder("d1");
+        let theirs = holder("d2");
+        assert!(LockOp::Take(&mine).allows(None));
+        assert!(LockOp::Take(&mine).allows(Some(&mine)));
+        assert!(!LockOp::Take(&mine).allows(Some(&theirs)));
+        assert!(!LockOp::Check("d1").allows(None));
+        assert!(LockOp::Check("d1").allows(Some(&mine)));
+        assert!(LockOp::Release("d1").allows(None));
+        assert!(!LockOp::Release("d1").allows(Some(&theirs)));
+        assert!(!LockOp::Break("d1").allows(None));
+    }
+}

@@ -1,0 +1,626 @@
+//! The DynamoDB event store: every stream in one table, with the bodies too large for an
+//! item in an S3 bucket.
+//!
+//! # Table layout
+//!
+//! The table has a string partition key `pk` and a string sort key `sk`, and is billed
+//! per request (`stackflow init --store dynamodb:TABLE` creates it with
+//! [`DynamoStore::create_table_if_missing`]). Positions are zero-padded to 20 digits
+//! (the width of `u64::MAX`), so that the sort key orders them numerically.
+//!
+//! | `pk` | `sk` | Attributes | What |
+//! |------|------|------------|------|
+//! | `<region>/<stack>` | `e#<seq>` | `seq` N, `key` S, `type` S, `v` N, `at` S, `digest` S, and `body` S (the event's JSON) or `body_s3` S (the S3 key of the JSON, when it is over 350 KiB) | One event of the stream |
+//! | `<region>/<stack>` | `k#<key>` | `seq` N, `digest` S | An event's idempotency key: where the event with that key is, and a digest of its content (a key over 1000 bytes is stored as `k#sha256:<hex of its digest>`) |
+//! | `<region>/<stack>` | `lock` | `deploy_id` S, `holder` S (the [`Holder`] as JSON) | The stack's lock, present while held |
+//! | `<region>/<stack>` | `counter` | `seq` N | The last position handed out |
+//! | `<region>/<stack>` | `s#<seq>` | `seq` N, `at` S, and `body` S or `body_s3` S | A projection snapshot covering the stream up to `seq` |
+//! | `_streams` | `<region>/<stack>` | `region` S, `stack` S, `at` S | The stream registry, read by `streams()` |
+//!
+//! S3 keys: `<region>/<stack>/events/<seq>.json` and `<region>/<stack>/snapshots/<seq>.json`.
+//!
+//! # Appending
+//!
+//! An append makes three requests, none of which concurrent appenders make each other
+//! repeat:
+//!
+//! 1. a consistent `GetItem` of `k#<key>`: when it is there, the append is a retry
+//!    ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and nothing is written;
+//! 2. `UpdateItem` of `counter` with `ADD seq 1`, returning the new value: the event's
+//!    position, handed out atomically to each appender;
+//! 3. (a `PutObject` of the body to S3, when it is too large for an item;)
+//! 4. `TransactWriteItems`: put `e#<seq>` and `k#<key>` (each only if absent), plus the
+//!    precondition on `lock`: `TakeLock` puts it if it is absent or held by the same
+//!    deploy, `HoldsLock` checks that the deploy holds it (`ConditionCheck`),
+//!    `ReleaseLock` deletes it if it is absent or held by the deploy; plus the registry
+//!    item, when this process has not seen the stream registered yet.
+//!
+//! When the transaction is cancelled because `k#<key>` appeared meanwhile (a concurrent
+//! retry of the same append won) or because the lock's condition failed, the cancellation
+//! reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
+//! and the append reports [`Appended::AlreadyThere`], a conflict, [`StoreError::Locked`]
+//! or [`StoreError::NotHolder`] from it. Its position stays empty: positions only grow,
+//! and readers skip gaps. Only transient failures (throttling, transaction conflicts)
+//! are retried: at most 8 attempts in all, after randomized pauses of 10-20 ms, doubling
+//! up to 0.5-1 s; [`DynamoStore::retries`] counts the retries, the SDK's own included.
+//!
+//! The registry item is written by the first append that succeeds, not by the one at
+//! position 1: that one may be refused (a lost race for the lock) or never happen (a
+//! crash after step 2), and the stream would never be listed. So the first append of a
+//! process to a stream also reads the registry item (alongside step 1), and the
+//! transaction puts it while it is missing; after a transaction conflict (appenders
+//! racing at the stream's birth) it is read again.
+//!
+//! A position is handed out before its event is written, so a reader may see position
+//! `n + 1` before a slower appender has written position `n`: reading on from the last
+//! position seen can miss an event that concurrent appenders were still writing.
+//!
+//! A body put in S3 is deleted again when the append is known not to have happened
+//! (refused, or a retry); after an error that leaves it unknown it stays, possibly
+//! unreferenced.
+
+mod append;
+mod bodies;
+mod locks;
+mod snapshots;
+mod table;
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
+use std::error::Error as StdError;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+use serde_json::Value;
+
+use crate::event::{self, Event, Holder, NewEvent, StoredEvent};
+use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+
+use self::locks::holder_of;
+
+/// Event and snapshot bodies whose JSON is longer than this (in bytes) go to S3: an item
+/// holds at most 400 KiB, attribute names and the other attributes included.
+pub const INLINE_BODY_LIMIT: usize = 350 * 1024;
+
+/// The partition of the stream registry (a stream key always holds a `/`).
+const REGISTRY_PK: &str = "_streams";
+const COUNTER_SK: &str = "counter";
+const LOCK_SK: &str = "lock";
+const EVENT_PREFIX: &str = "e#";
+const SNAPSHOT_PREFIX: &str = "s#";
+/// Idempotency keys longer than this are stored by digest (a sort key holds 1024 bytes).
+const MAX_PLAIN_KEY: usize = 1000;
+
+/// How many times one request is tried in all when it keeps failing transiently.
+const MAX_ATTEMPTS: u32 = 8;
+/// The first backoff; it doubles with each retry up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long [`DynamoStore::create_table_if_missing`] waits for the table to be active.
+const TABLE_WAIT: Duration = Duration::from_secs(300);
+
+/// Error codes of failed requests that are worth trying again.
+const TRANSIENT_CODES: &[&str] = &[
+    "ThrottlingException",
+    "Throttling",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+];
+
+/// Cancellation reason codes of a transaction that are worth trying again.
+const TRANSIENT_REASONS: &[&str] = &[
+    "TransactionConflict",
+    "ThrottlingError",
+    "ProvisionedThroughputExceeded",
+    "RequestLimitExceeded",
+];
+
+type Item = HashMap<String, AttributeValue>;
+
+/// The event store on a DynamoDB table (see the [module documentation](self) for its
+/// layout), with an S3 bucket for bodies over [`INLINE_BODY_LIMIT`].
+///
+/// Cloning is cheap; clones share the clients and the counters.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    db: aws_sdk_dynamodb::Client,
+    s3: aws_sdk_s3::Client,
+    table: String,
+    bucket: Option<String>,
+    counters: Arc<Counters>,
+    /// Streams whose registry item this process has seen or written.
+    registered: Arc<Mutex<HashSet<String>>>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    /// Requests repeated by the store itself.
+    own_retries: AtomicU64,
+    /// Operations the SDK clients ran.
+    executions: AtomicU64,
+    /// HTTP attempts the SDK clients made (more than the operations when they retried).
+    attempts: AtomicU64,
+}
+
+/// Counts the operations and attempts of the store's clients, so that retries made by
+/// the SDK's own retry policy are counted too.
+#[derive(Debug, Clone)]
+struct CountRequests(Arc<Counters>);
+
+impl Intercept for CountRequests {
+    fn name(&self) -> &'static str {
+        "stackflow::CountRequests"
+    }
+
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn StdError + Send + Sync>> {
+        self.0.executions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn StdError + Send + Sync>> {
+        self.0.attempts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl DynamoStore {
+    /// A store on `table`, putting bodies over [`INLINE_BODY_LIMIT`] in `bucket` (without a
+    /// bucket, appending such an event fails). The clients are used as configured (endpoint,
+    /// credentials, retry policy), with one interceptor added that counts their requests.
+    pub fn new(
+        dynamodb: aws_sdk_dynamodb::Client,
+        s3: aws_sdk_s3::Client,
+        table: impl Into<String>,
+        bucket: Option<String>,
+    ) -> Self {
+        let counters = Arc::new(Counters::default());
+        let db = aws_sdk_dynamodb::Client::from_conf(
+            dynamodb
+                .config()
+                .to_builder()
+                .interceptor(CountRequests(counters.clone()))
+                .build(),
+        );
+        let s3 = aws_sdk_s3::Client::from_conf(
+            s3.config()
+                .to_builder()
+                .interceptor(CountRequests(counters.clone()))
+                .build(),
+        );
+        DynamoStore {
+            db,
+            s3,
+            table: table.into(),
+            bucket,
+            counters,
+            registered: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The bucket for large bodies, if any.
+    pub fn bucket(&self) -> Option<&str> {
+        self.bucket.as_deref()
+    }
+
+    /// How many requests were repeated because of a transient failure so far: by the store
+    /// (throttling, transaction conflicts) and by the SDK's own retry policy.
+    pub fn retries(&self) -> u64 {
+        let sdk = self
+            .counters
+            .attempts
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.counters.executions.load(Ordering::Relaxed));
+        self.counters.own_retries.load(Ordering::Relaxed) + sdk
+    }
+
+    /// How many HTTP requests (DynamoDB and S3, retries included) the store made so far.
+    pub fn requests(&self) -> u64 {
+        self.counters.attempts.load(Ordering::Relaxed)
+    }
+
+    // --- Requests -----------------------------------------------------------------------
+
+    fn backend<E, R>(&self, what: &str, err: &SdkError<E, R>) -> StoreError
+    where
+        E: StdError + 'static,
+        R: fmt::Debug,
+    {
+        sdk_error(what, &self.table, err)
+    }
+
+    /// Waits before the `retry`th retry, and counts it.
+    async fn backoff(&self, retry: u32) {
+        self.counters.own_retries.fetch_add(1, Ordering::Relaxed);
+        let ceiling = BASE_BACKOFF
+            .saturating_mul(1 << retry.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        // Anywhere between half the ceiling and the ceiling, so that the appenders that
+        // collided do not collide again.
+        let half = ceiling / 2;
+        let jitter = half.mul_f64(random_fraction());
+        tokio::time::sleep(half + jitter).await;
+    }
+
+    /// Runs a request, repeating it while it fails transiently; the last error otherwise.
+    async fn retrying<T, E, R, F, Fut>(&self, mut request: F) -> Result<T, SdkError<E, R>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata,
+    {
+        let mut attempt = 1;
+        loop {
+            match request().await {
+                Err(e) if attempt < MAX_ATTEMPTS && is_transient(&e) => {
+                    self.backoff(attempt).await;
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A consistent read of one item.
+    async fn get(&self, pk: &str, sk: &str) -> StoreResult<Option<Item>> {
+        let out = self
+            .retrying(|| {
+                self.db
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(sk))
+                    .consistent_read(true)
+                    .send()
+            })
+            .await
+            .map_err(|e| self.backend("GetItem", &e))?;
+        Ok(out.item)
+    }
+
+    /// Hands out the stream's next position.
+    async fn next_seq(&self, pk: &str) -> StoreResult<u64> {
+        let out = self
+            .retrying(|| {
+                self.db
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(COUNTER_SK))
+                    .update_expression("ADD #seq :one")
+                    .expression_attribute_names("#seq", "seq")
+                    .expression_attribute_values(":one", n(1))
+                    .return_values(ReturnValue::UpdatedNew)
+                    .send()
+            })
+            .await
+            .map_err(|e| self.backend("UpdateItem (sequence counter)", &e))?;
+        out.attributes()
+            .and_then(|a| get_n(a, "seq"))
+            .ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "DynamoDB UpdateItem on table {}: the sequence counter of {pk} came back \
+                     without its new value",
+                    self.table
+                ))
+            })
+    }
+
+    fn is_registered(&self, pk: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(pk)
+    }
+
+    fn mark_registered(&self, pk: &str) {
+        self.registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pk.to_string());
+    }
+
+    /// Decodes an event item.
+    async fn stored_event(&self, stream: &StreamId, item: &Item) -> StoreResult<StoredEvent> {
+        let seq = get_n(item, "seq")
+            .or_else(|| {
+                get_s(item, "sk")
+                    .and_then(|sk| sk.strip_prefix(EVENT_PREFIX))
+                    .and_then(|digits| digits.parse().ok())
+            })
+            .ok_or_else(|| self.malformed_item(stream, "an event item has no position"))?;
+        let field = |name: &str| {
+            get_s(item, name).ok_or_else(|| {
+                self.malformed_item(stream, &format!("event {seq} has no `{name}` attribute"))
+            })
+        };
+        let key = field("key")?.to_string();
+        let type_name = field("type")?.to_string();
+        let at = field("at")?.to_string();
+        let v = get_n(item, "v")
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| self.malformed_item(stream, &format!("event {seq} has no version")))?;
+        let json = self
+            .read_body(item)
+            .await?
+            .ok_or_else(|| self.malformed_item(stream, &format!("event {seq} has no body")))?;
+        let decode = |source| StoreError::Decode {
+            stream: stream.to_string(),
+            seq,
+            source,
+        };
+        let body: Value = serde_json::from_str(&json).map_err(|e| {
+            decode(event::DecodeError::Malformed {
+                type_name: type_name.clone(),
+                version: v,
+                message: format!("the body is not JSON: {e}"),
+            })
+        })?;
+        let event = Event::from_body(&type_name, v, body).map_err(decode)?;
+        Ok(StoredEvent {
+            seq,
+            key,
+            at,
+            v,
+            event,
+        })
+    }
+
+    fn malformed_item(&self, stream: &StreamId, what: &str) -> StoreError {
+        StoreError::Backend(format!(
+            "DynamoDB table {}, stream {stream}: {what}",
+            self.table
+        ))
+    }
+}
+
+impl EventStore for DynamoStore {
+    async fn append(
+        &self,
+        stream: &StreamId,
+        event: &NewEvent,
+        pre: &Precondition,
+    ) -> StoreResult<Appended> {
+        self.append_event(stream, event, pre).await
+    }
+
+    async fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
+        let Some(first) = after.checked_add(1) else {
+            return Ok(Vec::new());
+        };
+        let pk = stream.key();
+        let mut pages = self
+            .db
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :first AND :last")
+            .expression_attribute_values(":pk", s(&pk))
+            .expression_attribute_values(":first", s(&seq_sk(EVENT_PREFIX, first)))
+            .expression_attribute_values(":last", s(&seq_sk(EVENT_PREFIX, u64::MAX)))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut events = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| self.backend("Query (events)", &e))?;
+            events.push(self.stored_event(stream, &item).await?);
+        }
+        Ok(events)
+    }
+
+    async fn lock_holder(&self, stream: &StreamId) -> StoreResult<Option<Holder>> {
+        let item = self.get(&stream.key(), LOCK_SK).await?;
+        holder_of(item.as_ref())
+    }
+
+    async fn break_lock(&self, stream: &StreamId, by: &str) -> StoreResult<Option<Holder>> {
+        self.break_held_lock(stream, by).await
+    }
+
+    async fn put_snapshot(&self, stream: &StreamId, seq: u64, body: &Value) -> StoreResult<()> {
+        self.write_snapshot(stream, seq, body).await
+    }
+
+    async fn latest_snapshot(&self, stream: &StreamId) -> StoreResult<Option<(u64, Value)>> {
+        self.read_latest_snapshot(stream).await
+    }
+
+    async fn streams(&self) -> StoreResult<Vec<StreamId>> {
+        let mut pages = self
+            .db
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(REGISTRY_PK))
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send();
+        let mut streams = Vec::new();
+        while let Some(item) = pages.next().await {
+            let item = item.map_err(|e| self.backend("Query (stream registry)", &e))?;
+            if let Some(stream) = get_s(&item, "sk").and_then(StreamId::from_key) {
+                streams.push(stream);
+            }
+        }
+        streams.sort();
+        Ok(streams)
+    }
+}
+
+// --- Helpers ----------------------------------------------------------------------------
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+fn n(v: u64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn get_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+}
+
+fn get_n(item: &Item, name: &str) -> Option<u64> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The sort key of a position: the prefix and the position in 20 digits.
+fn seq_sk(prefix: &str, seq: u64) -> String {
+    format!("{prefix}{seq:020}")
+}
+
+/// The sort key of an idempotency key.
+fn key_sk(key: &str) -> String {
+    if key.len() <= MAX_PLAIN_KEY {
+        format!("k#{key}")
+    } else {
+        format!(
+            "k#sha256:{}",
+            event::digest(&Value::String(key.to_string()))
+        )
+    }
+}
+
+/// A `Put` of a transaction.
+/// A `Put` of a transaction; when its condition fails, the cancellation reason holds the
+/// item it found.
+fn put(
+    table: &str,
+    item: Item,
+    condition: Option<&str>,
+    values: &[(&str, &str)],
+) -> StoreResult<TransactWriteItem> {
+    let mut put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .set_condition_expression(condition.map(str::to_string));
+    for (name, value) in values {
+        put = put.expression_attribute_values(*name, s(value));
+    }
+    if condition.is_some() {
+        put = put
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    }
+    Ok(TransactWriteItem::builder()
+        .put(put.build().map_err(build_error)?)
+        .build())
+}
+
+fn build_error(e: impl fmt::Display) -> StoreError {
+    StoreError::Backend(format!("building a DynamoDB request: {e}"))
+}
+
+fn sdk_error<E, R>(what: &str, table: &str, err: &SdkError<E, R>) -> StoreError
+where
+    E: StdError + 'static,
+    R: fmt::Debug,
+{
+    StoreError::Backend(format!(
+        "DynamoDB {what} on table {table}: {}",
+        DisplayErrorContext(err)
+    ))
+}
+
+fn s3_error<E, R>(what: &str, bucket: &str, key: &str, err: &SdkError<E, R>) -> StoreError
+where
+    E: StdError + 'static,
+    R: fmt::Debug,
+{
+    StoreError::Backend(format!(
+        "S3 {what} s3://{bucket}/{key}: {}",
+        DisplayErrorContext(err)
+    ))
+}
+
+fn is_transient<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
+    err.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+}
+
+fn describe_reasons(reasons: &[CancellationReason]) -> String {
+    reasons
+        .iter()
+        .map(|r| {
+            let code = r.code().unwrap_or("?");
+            match r.message() {
+                Some(m) => format!("{code}: {m}"),
+                None => code.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A number in `[0, 1)`, random enough to spread retries.
+fn random_fraction() -> f64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_sort_as_numbers() {
+        assert_eq!(seq_sk("e#", 7), "e#00000000000000000007");
+        assert_eq!(seq_sk("e#", u64::MAX), "e#18446744073709551615");
+        assert!(seq_sk("e#", 9) < seq_sk("e#", 10));
+        assert!(seq_sk("e#", 10) < seq_sk("e#", u64::MAX));
+    }
+
+    #[test]
+    fn long_keys_are_stored_by_digest() {
+        assert_eq!(key_sk("d/r/create/done"), "k#d/r/create/done");
+        let long = "x".repeat(2000);
+        let sk = key_sk(&long);
+        assert!(sk.starts_with("k#sha256:") && sk.len() < 100);
+    }
+
+    #[test]
+    fn random_fractions_stay_in_range() {
+        for _ in 0..1000 {
+            let f = random_fraction();
+            assert!((0.0..1.0).contains(&f));
+        }
+    }
+}
