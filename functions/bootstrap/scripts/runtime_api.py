@@ -8,8 +8,12 @@ Any connection to the AWS endpoint before that request is an init-time network c
 is reported. With --event, the first run also gets that payload and the function's answer
 (response, or error with its errorType) is printed. Then the bootstrap is stopped.
 
-    python3 functions/runtime/scripts/runtime_api.py \\
-        --bootstrap target/lambda/stackflow-fn-plan/bootstrap --runs 5 --event events/plan.json
+    python3 functions/bootstrap/scripts/runtime_api.py \\
+        --bootstrap target/lambda/stackflow-fn-bootstrap/bootstrap --handler Plan \\
+        --runs 5 --event events/plan.json
+
+--handler is the function's handler string (`_HANDLER`), which names the task the
+bootstrap runs (default: Plan).
 
 --strace FILE runs the first run under `strace -f -e trace=connect` and writes the trace
 there (to see that init connects to nothing but the runtime API).
@@ -132,6 +136,7 @@ def main():
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--event", help="a payload file for the first run")
+    ap.add_argument("--handler", default="Plan", help="the handler string (_HANDLER): the task")
     ap.add_argument("--function-name", default="stackflow-local")
     ap.add_argument("--strace", help="trace the first run's connect calls into this file")
     ap.add_argument("--timeout", type=float, default=20.0)
@@ -152,6 +157,7 @@ def main():
         "PATH": "/usr/bin:/bin",
         "HOME": home,
         "AWS_LAMBDA_RUNTIME_API": api,
+        "_HANDLER": args.handler,
         "AWS_LAMBDA_FUNCTION_NAME": args.function_name,
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128",
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
@@ -167,7 +173,12 @@ def main():
         "STACKFLOW_BUCKET": "stackflow-engine",
     }
 
-    results = {"bootstrap": args.bootstrap, "init_ms": [], "endpoint_connections_during_init": []}
+    results = {
+        "bootstrap": args.bootstrap,
+        "handler": args.handler,
+        "init_ms": [],
+        "endpoint_connections_during_init": [],
+    }
     for run in range(args.runs):
         with STATE.lock:
             STATE.first_next.clear()
@@ -185,12 +196,17 @@ def main():
         started = time.monotonic()
         child = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            if not STATE.first_next.wait(args.timeout):
+            # Wait for the first GET /next, or for the bootstrap to exit (an init error).
+            deadline = started + args.timeout
+            while not STATE.first_next.wait(0.01):
+                if child.poll() is not None or time.monotonic() > deadline:
+                    break
+            if not STATE.first_next.is_set():
                 code = child.poll()
                 log.flush()
                 with open(log.name, "rb") as f:
                     output = f.read().decode(errors="replace")
-                results["error"] = "no GET /next within %ss (exit %s): %s" % (args.timeout, code, output[-2000:])
+                results["error"] = "no GET /next (exit %s, %ss limit): %s" % (code, args.timeout, output[-2000:])
                 break
             results["init_ms"].append(round((STATE.first_next_at - started) * 1000, 2))
             results["endpoint_connections_during_init"].append(STATE.endpoint_connections_before_next)

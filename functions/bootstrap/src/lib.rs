@@ -1,5 +1,6 @@
-//! What every stackflow Lambda function shares, so that each function's `main` is one call
-//! to [`serve`]:
+//! stackflow's one Lambda bootstrap: every Lambda function of the engine runs this binary,
+//! and [`run`] picks its task from the function's configuration ([`choose_task`]: the
+//! handler string, `_HANDLER`, else `STACKFLOW_TASK`). What every function shares:
 //!
 //! - logs are JSON lines on stdout through `tracing` (no colours), at the level of
 //!   `AWS_LAMBDA_LOG_LEVEL` (the function's logging configuration), else `RUST_LOG`,
@@ -18,7 +19,7 @@ use std::sync::Arc;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 use stackflow_engine::env::tasks_from_env;
-use stackflow_engine::tasks::{TaskError, Tasks};
+use stackflow_engine::tasks::{TASK_NAMES, TaskError, Tasks};
 use stackflow_events::EventStore;
 use tracing_subscriber::EnvFilter;
 
@@ -34,14 +35,14 @@ impl std::fmt::Debug for FunctionError {
     // The runtime logs a handler's error with `Debug`: keep it the one line Step
     // Functions shows.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.0.name, self.0.message)
+        write!(f, "{}: {}", self.0.name(), self.0.message)
     }
 }
 
 impl From<FunctionError> for Diagnostic {
     fn from(e: FunctionError) -> Diagnostic {
         Diagnostic {
-            error_type: e.0.name,
+            error_type: e.0.name().to_string(),
             error_message: e.0.message,
         }
     }
@@ -60,11 +61,94 @@ pub async fn handle<S: EventStore + 'static>(
     }
 }
 
-/// Runs the function of `task` (one of [`stackflow_engine::tasks::TASK_NAMES`]): logs and
-/// the panic hook, the handlers built once from the environment, then the runtime's loop.
-/// An error here is an init error: the function cannot start (a variable is missing).
-pub async fn serve(task: &'static str) -> Result<(), Error> {
+/// Where Lambda puts the function's handler string.
+pub const HANDLER_VAR: &str = "_HANDLER";
+
+/// The variable that names the task when the handler string does not (a deployment tool
+/// that insists on a handler such as `bootstrap`).
+pub const TASK_VAR: &str = "STACKFLOW_TASK";
+
+/// The task a function runs, and which setting named it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskChoice {
+    /// One of [`TASK_NAMES`].
+    pub task: &'static str,
+    /// [`HANDLER_VAR`] or [`TASK_VAR`].
+    pub from: &'static str,
+}
+
+/// The task named by `value`: a name of [`TASK_NAMES`] as written (`Plan`) or in lower
+/// case (`plan`), surrounding blanks ignored.
+pub fn task_named(value: &str) -> Option<&'static str> {
+    let value = value.trim();
+    TASK_NAMES
+        .iter()
+        .copied()
+        .find(|name| *name == value || name.to_ascii_lowercase() == value)
+}
+
+/// The function's task, from its handler string (`handler`, the value of `_HANDLER`) when
+/// that names a task, else from `task_var` (the value of `STACKFLOW_TASK`). A handler string
+/// that names no task (`bootstrap`) defers to `STACKFLOW_TASK`; a set `STACKFLOW_TASK` that
+/// names no task, or neither naming one, is an error that names the valid tasks.
+pub fn choose_task(handler: Option<&str>, task_var: Option<&str>) -> Result<TaskChoice, String> {
+    fn given(v: Option<&str>) -> Option<&str> {
+        v.map(str::trim).filter(|v| !v.is_empty())
+    }
+    let handler = given(handler);
+    if let Some(task) = handler.and_then(task_named) {
+        return Ok(TaskChoice {
+            task,
+            from: HANDLER_VAR,
+        });
+    }
+    let task_var = given(task_var);
+    if let Some(task) = task_var.and_then(task_named) {
+        return Ok(TaskChoice {
+            task,
+            from: TASK_VAR,
+        });
+    }
+    let seen = |name: &str, v: Option<&str>| match v {
+        Some(v) => format!("{name} is {v:?}"),
+        None => format!("{name} is not set"),
+    };
+    Err(format!(
+        "no task to run: {} and {}; set the function's handler (or {TASK_VAR}) to one of {}",
+        seen(HANDLER_VAR, handler),
+        seen(TASK_VAR, task_var),
+        TASK_NAMES.join(", ")
+    ))
+}
+
+/// The whole bootstrap: logs, the task chosen from the environment ([`choose_task`]), then
+/// the runtime's loop. An error here is an init error: the function cannot start.
+pub async fn run() -> Result<(), Error> {
     init_logs();
+    let choice = choose_task(
+        std::env::var(HANDLER_VAR).ok().as_deref(),
+        std::env::var(TASK_VAR).ok().as_deref(),
+    );
+    match choice {
+        Ok(choice) => {
+            tracing::info!(
+                task = choice.task,
+                from = choice.from,
+                "the function's task"
+            );
+            serve(choice.task).await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the function cannot start");
+            Err(e.into())
+        }
+    }
+}
+
+/// Runs the function of `task` (one of [`TASK_NAMES`]), logs being set up: the panic hook,
+/// the handlers built once from the environment, then the runtime's loop. An error here is
+/// an init error: the function cannot start (a variable is missing).
+async fn serve(task: &'static str) -> Result<(), Error> {
     log_panics(task);
     let tasks = match tasks_from_env().await {
         Ok(tasks) => Arc::new(tasks),
@@ -152,7 +236,7 @@ mod tests {
     use aws_config::BehaviorVersion;
     use aws_types::SdkConfig;
     use stackflow_engine::env::Settings;
-    use stackflow_engine::tasks::ERROR_NAMES;
+    use stackflow_engine::tasks::{ERROR_NAMES, ErrorKind};
 
     fn tasks() -> Tasks<stackflow_events::dynamo::DynamoStore> {
         let settings = Settings::from_vars(|name| match name {
@@ -172,13 +256,9 @@ mod tests {
 
     #[test]
     fn the_error_type_is_the_task_error_name() {
-        for name in ERROR_NAMES {
-            let d: Diagnostic = FunctionError(TaskError {
-                name: name.to_string(),
-                message: "why".into(),
-            })
-            .into();
-            assert_eq!(d.error_type, *name);
+        for (kind, name) in ErrorKind::ALL.into_iter().zip(ERROR_NAMES) {
+            let d: Diagnostic = FunctionError(TaskError::new(kind, "why")).into();
+            assert_eq!(d.error_type, name);
             assert_eq!(d.error_message, "why");
         }
     }
@@ -189,11 +269,11 @@ mod tests {
         let e = handle(&tasks, "Plan", serde_json::json!({"stack": 1}))
             .await
             .unwrap_err();
-        assert_eq!(e.0.name, "Stackflow.Input");
+        assert_eq!(e.0.name(), "Stackflow.Input");
         let e = handle(&tasks, "Gate", serde_json::json!({"stack": "app"}))
             .await
             .unwrap_err();
-        assert_eq!(e.0.name, "Stackflow.Input");
+        assert_eq!(e.0.name(), "Stackflow.Input");
         assert_eq!(
             format!("{e:?}"),
             "Stackflow.Input: task Gate: no task token"
@@ -203,6 +283,60 @@ mod tests {
             Diagnostic::from(e).error_type,
             "Stackflow.Input",
             "an unknown task"
+        );
+    }
+
+    #[test]
+    fn the_handler_string_names_the_task() {
+        for name in TASK_NAMES {
+            let choice = choose_task(Some(name), None).unwrap();
+            assert_eq!((choice.task, choice.from), (*name, HANDLER_VAR));
+            let lower = name.to_ascii_lowercase();
+            assert_eq!(choose_task(Some(&lower), None).unwrap().task, *name);
+        }
+        assert_eq!(choose_task(Some(" Gate\n"), None).unwrap().task, "Gate");
+    }
+
+    #[test]
+    fn the_handler_string_wins_over_stackflow_task() {
+        let choice = choose_task(Some("Provision"), Some("Plan")).unwrap();
+        assert_eq!((choice.task, choice.from), ("Provision", HANDLER_VAR));
+    }
+
+    #[test]
+    fn stackflow_task_is_the_fallback() {
+        for handler in [None, Some(""), Some("  "), Some("bootstrap")] {
+            let choice = choose_task(handler, Some("Rollback")).unwrap();
+            assert_eq!(
+                (choice.task, choice.from),
+                ("Rollback", TASK_VAR),
+                "{handler:?}"
+            );
+        }
+        assert_eq!(choose_task(None, Some("destroy")).unwrap().task, "Destroy");
+    }
+
+    #[test]
+    fn no_task_is_an_error_that_lists_the_valid_names() {
+        for (handler, var) in [
+            (None, None),
+            (Some("bootstrap"), None),
+            (Some(""), Some(" ")),
+            (None, Some("Deploy")),
+            (Some("PLAN"), None),
+            (Some("plan.handler"), Some("Provison")),
+        ] {
+            let e = choose_task(handler, var).unwrap_err();
+            assert!(
+                e.ends_with(&TASK_NAMES.join(", ")),
+                "{handler:?} {var:?}: {e}"
+            );
+        }
+        assert_eq!(
+            choose_task(Some("bootstrap"), None).unwrap_err(),
+            "no task to run: _HANDLER is \"bootstrap\" and STACKFLOW_TASK is not set; set the \
+             function's handler (or STACKFLOW_TASK) to one of Plan, Gate, Provision, Conclude, \
+             Finish, Fail, Destroy, Rollback"
         );
     }
 
