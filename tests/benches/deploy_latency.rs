@@ -45,14 +45,14 @@ use aws_types::SdkConfig;
 use stackflow_core::graph::{self, Graph};
 use stackflow_core::intrinsics::{Pseudo, bind_parameters};
 use stackflow_core::template::{StackTemplate, Template, load_path};
-use stackflow_engine::aws_lookups::AwsLookups;
 use stackflow_engine::progress::{Progress, ProgressEvent};
-use stackflow_engine::providers::Providers;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::{
     DeployOptions, Engine, StackReport, StackStatus, deploy_stack, destroy_stack,
 };
 use stackflow_events::sqlite::SqliteStore;
+use stackflow_providers::lookups::AwsLookups;
+use stackflow_providers::router::Providers;
 use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
 use stackflow_tests::latency::{LatencyProxy, RequestRecord};
 use stackflow_tests::{Emulator, unique_name};
@@ -125,7 +125,7 @@ fn engine(
 ) -> Arc<Engine<SqliteStore>> {
     Arc::new(Engine {
         store,
-        providers: Providers::from_config(config, None),
+        providers: Arc::new(Providers::from_config(config, None)),
         lookups: Arc::new(AwsLookups::new(config)),
         region: REGION.to_string(),
         who: format!("bench pid {}", std::process::id()),

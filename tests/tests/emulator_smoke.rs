@@ -8,6 +8,10 @@
 //! resource name comes from `unique_name`, so they never collide — also not
 //! with a long-lived emulator given through `STACKFLOW_TEST_ENDPOINT`.
 //!
+//! They test the emulator, not stackflow, so they are out of the default run
+//! (`#[ignore]`): run them with `cargo test -p stackflow-tests --test emulator_smoke --
+//! --ignored` when the emulator's version changes.
+//!
 //! Kept in one file on purpose: each file under `tests/` links its own binary
 //! with every AWS SDK in it, which is slow on 2 cores.
 
@@ -71,6 +75,7 @@ fn role_arn(name: &str) -> String {
 // --- STS -------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn sts_get_caller_identity() -> Result<()> {
     let emulator = Emulator::shared().await;
     let sts = aws_sdk_sts::Client::new(&emulator.sdk_config().await);
@@ -168,6 +173,7 @@ async fn cloudcontrol_properties(
 //   Parameter requires Name"), on AWS it gets a generated name.
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn cloudcontrol_ssm_parameter_lifecycle() -> Result<()> {
     let emulator = Emulator::shared().await;
     let config = emulator.sdk_config().await;
@@ -251,6 +257,7 @@ async fn cloudcontrol_ssm_parameter_lifecycle() -> Result<()> {
 }
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn cloudcontrol_sqs_queue_lifecycle() -> Result<()> {
     let emulator = Emulator::shared().await;
     let config = emulator.sdk_config().await;
@@ -306,6 +313,7 @@ async fn cloudcontrol_sqs_queue_lifecycle() -> Result<()> {
 // --- DynamoDB ----------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn dynamodb_conditional_put_and_paginated_query() -> Result<()> {
     use aws_sdk_dynamodb::types::{
         AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
@@ -537,6 +545,7 @@ fn dechunk(mut data: &[u8]) -> Result<Vec<u8>> {
 }
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn s3_bucket_objects_and_presigned_urls() -> Result<()> {
     use aws_sdk_s3::presigning::PresigningConfig;
     use aws_sdk_s3::primitives::ByteStream;
@@ -663,6 +672,7 @@ async fn s3_bucket_objects_and_presigned_urls() -> Result<()> {
 // --- Step Functions --------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn stepfunctions_activity_task_round_trip() -> Result<()> {
     use aws_sdk_sfn::types::ExecutionStatus;
     let emulator = Emulator::shared().await;
@@ -836,6 +846,7 @@ async fn stepfunctions_activity_task_round_trip() -> Result<()> {
 // --- SSM -------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn ssm_parameters() -> Result<()> {
     use aws_sdk_ssm::types::ParameterType;
     let emulator = Emulator::shared().await;
@@ -952,6 +963,7 @@ async fn ssm_parameters() -> Result<()> {
 // --- SQS -------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn sqs_queue_messages() -> Result<()> {
     use aws_sdk_sqs::types::QueueAttributeName;
     let emulator = Emulator::shared().await;
@@ -1033,6 +1045,7 @@ async fn sqs_queue_messages() -> Result<()> {
 // --- SNS -------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn sns_topic_to_sqs_subscription() -> Result<()> {
     use aws_sdk_sqs::types::QueueAttributeName;
     let emulator = Emulator::shared().await;
@@ -1160,6 +1173,7 @@ async fn sns_topic_to_sqs_subscription() -> Result<()> {
 // --- IAM -------------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn iam_role_lifecycle() -> Result<()> {
     let emulator = Emulator::shared().await;
     let iam = aws_sdk_iam::Client::new(&emulator.sdk_config().await);
@@ -1273,6 +1287,7 @@ fn percent_decode(text: &str) -> Result<String> {
 // --- Secrets Manager ---------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn secretsmanager_json_secret() -> Result<()> {
     let emulator = Emulator::shared().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&emulator.sdk_config().await);
@@ -1329,6 +1344,7 @@ async fn secretsmanager_json_secret() -> Result<()> {
 // --- CloudFormation ------------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn cloudformation_exports_and_missing_stack() -> Result<()> {
     use aws_sdk_cloudformation::types::StackStatus;
     let emulator = Emulator::shared().await;
@@ -1487,6 +1503,7 @@ fn zip_one_file(name: &str, data: &[u8]) -> Result<Vec<u8>> {
 }
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn lambda_function_from_inline_zip() -> Result<()> {
     use aws_sdk_lambda::primitives::Blob;
     use aws_sdk_lambda::types::{Architecture, FunctionCode, Runtime, State};
@@ -1570,6 +1587,7 @@ async fn lambda_function_from_inline_zip() -> Result<()> {
 // --- CloudWatch Logs -----------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn cloudwatch_logs_group_stream_events() -> Result<()> {
     use aws_sdk_cloudwatchlogs::types::InputLogEvent;
     let emulator = Emulator::shared().await;
@@ -1661,6 +1679,7 @@ async fn cloudwatch_logs_group_stream_events() -> Result<()> {
 // --- The harness itself --------------------------------------------------------------
 
 #[tokio::test]
+#[ignore = "tests the emulator, not stackflow: run when its version changes (--ignored)"]
 async fn harness_shares_one_loopback_emulator() -> Result<()> {
     let first = Emulator::shared().await;
     let second = Emulator::shared().await;

@@ -14,8 +14,8 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use serde_json::{Value, json};
 use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::StackOutputRef;
-use stackflow_engine::aws_lookups::AwsLookups;
 use stackflow_engine::lookups::Lookups;
+use stackflow_providers::lookups::AwsLookups;
 use stackflow_tests::{Emulator, unique_name};
 
 /// Turns an SDK error into an `anyhow` error that shows the whole cause chain.

@@ -12,15 +12,15 @@ use serde_json::{Value, json};
 use stackflow_core::intrinsics::{Pseudo, bind_parameters};
 use stackflow_core::template::{Template, load_path};
 use stackflow_engine::Engine;
-use stackflow_engine::aws_lookups::AwsLookups;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::progress::Silent;
-use stackflow_engine::providers::Providers;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
 use stackflow_events::sqlite::SqliteStore;
 use stackflow_events::{StreamId, load_state};
+use stackflow_providers::lookups::AwsLookups;
+use stackflow_providers::router::Providers;
 use stackflow_tests::{Emulator, unique_name};
 use tokio::sync::watch;
 
@@ -51,7 +51,7 @@ async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
     let store = Arc::new(SqliteStore::open(dir.join("events.db")).unwrap());
     let engine = Arc::new(Engine {
         store: store.clone(),
-        providers: Providers::from_config(&config, Some(bucket.clone())),
+        providers: Arc::new(Providers::from_config(&config, Some(bucket.clone()))),
         lookups: Arc::new(AwsLookups::new(&config)),
         region: "us-east-1".into(),
         who: "worker-test".into(),
@@ -412,7 +412,7 @@ async fn corpus_deploys_and_destroys_through_step_functions() {
     let config = emu.sdk_config().await;
     let planner = Engine {
         store: rig.store.clone(),
-        providers: Providers::from_config(&config, None),
+        providers: Arc::new(Providers::from_config(&config, None)),
         lookups: Arc::new(AwsLookups::new(&config)),
         region: "us-east-1".into(),
         who: "planner".into(),

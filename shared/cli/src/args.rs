@@ -148,7 +148,7 @@ pub struct DiffArgs {
     #[arg(long)]
     pub no_cfn_fallback: bool,
 
-    /// Exit 1 when the deploy would change anything
+    /// Exit 1 when the deploy would change anything, or would stop on a problem
     #[arg(long)]
     pub fail: bool,
 }

@@ -3,7 +3,11 @@
 mod args;
 mod aws;
 mod commands;
+mod liveness;
+mod progress;
 mod render;
+mod select;
+mod setup;
 mod store;
 
 use std::process::ExitCode;

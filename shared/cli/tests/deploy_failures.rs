@@ -470,7 +470,8 @@ async fn state_vs_aws(
     let holder_gone = lock["who"]
         .as_str()
         .and_then(|who| who.rsplit_once(" pid "))
-        .is_some_and(|(_, pid)| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
     if !lock.is_null() && !holder_gone {
         problems.push(format!("the stack is still locked: {lock}"));
     }
@@ -1142,16 +1143,22 @@ fn killed_intent(
 async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
     let store = SqliteStore::open(sf.dir.join("store").join("events.db")).expect("store");
     let stream = StreamId::new("us-east-1", stack);
-    // `user@host pid N`, as stackflow writes it (USER is `tester`), for a process that
-    // no longer exists.
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
+    // `user@host pid N boot B`, as stackflow writes it (USER is `tester`), for a process
+    // of this host and boot that no longer exists.
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .expect("a Linux kernel file")
+            .trim()
+            .to_string()
+    };
+    let host = read("/proc/sys/kernel/hostname");
+    let boot: String = read("/proc/sys/kernel/random/boot_id")
+        .chars()
+        .take(8)
+        .collect();
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("true ends");
-    let who = format!("tester@{host} pid {}", gone.id());
+    let who = format!("tester@{host} pid {} boot {boot}", gone.id());
     let holder = Holder {
         deploy_id: KILLED.into(),
         who: who.clone(),
@@ -1164,6 +1171,7 @@ async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
         template_digest: "killed".into(),
         parameters: Default::default(),
         no_rollback: false,
+        stack_id: None,
     };
     let mut pre = Precondition::TakeLock(holder);
     for (i, event) in std::iter::once(started).chain(events).enumerate() {

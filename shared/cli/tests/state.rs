@@ -82,6 +82,7 @@ async fn record_history(dir: &Path) {
                 template_digest: "x".into(),
                 parameters: [("Env".to_string(), json!("dev"))].into(),
                 no_rollback: false,
+                stack_id: None,
             },
         ),
         (
@@ -163,6 +164,7 @@ async fn record_history(dir: &Path) {
                     template_digest: "y".into(),
                     parameters: Default::default(),
                     no_rollback: true,
+                    stack_id: None,
                 },
             ),
             &Precondition::TakeLock(holder2),

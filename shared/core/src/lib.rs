@@ -9,8 +9,10 @@ pub mod dynref;
 pub mod error;
 pub mod graph;
 pub mod intrinsics;
+pub mod kind;
 pub mod plan;
 pub mod schema;
 pub mod template;
 
 pub use error::{ErrorKind, Path, Result, TemplateError};
+pub use kind::ProviderKind;

@@ -1,24 +1,40 @@
-//! stackflow's deploy engine: the task handlers of a deploy (plan, provision one
-//! resource, clean up one resource, finish, fail, undo one journal entry), the scheduler
-//! that runs one action per resource as soon as that resource's own dependencies are
-//! done, and the embedded runner that runs a whole deploy, destroy or rollback
-//! in-process. The Step Functions tasks reuse the same handlers.
+//! stackflow's deploy engine: orchestration only. A deploy of one stack is a set of task
+//! handlers ([`deploy::Deployment`]: plan, provision one resource, clean up one resource,
+//! finish, fail), with [`reconcile`] (interrupted calls), [`rollback`] (the journal undone)
+//! and [`destroy`]. Every action on a resource is recorded through one [`step`], under keys
+//! built in [`keys`]. The embedded [`runner`] runs the handlers in-process on the
+//! [`schedule`]r; [`sfn`] runs the same handlers as Step Functions tasks.
+//!
+//! Providers and AWS lookups come in through traits
+//! ([`stackflow_providers::router::Router`], [`lookups::Lookups`]), so the whole
+//! lifecycle is tested in-process with a fake provider and an in-memory store.
 
-pub mod aws_lookups;
-pub mod definitions;
+pub mod deploy;
+pub mod destroy;
 pub mod engine;
-pub mod env;
+mod gather;
+pub mod keys;
 pub mod lookups;
+pub mod nested;
+pub mod preflight;
 pub mod progress;
-pub mod providers;
+pub mod reconcile;
 pub mod recorder;
+pub mod report;
+pub mod rollback;
+pub mod runner;
 pub mod schedule;
+mod secrets;
+pub mod sfn;
 pub mod stack;
-pub mod tasks;
-pub mod worker;
+mod step;
 
-pub use engine::{
-    DeployOptions, Engine, EngineError, StackReport, StackStatus, deploy_stack, destroy_stack,
-    rollback_stack,
-};
+pub use deploy::{Cleanup, Deployment, PlanDocument};
+pub use destroy::destroy_stack;
+pub use engine::{DeployOptions, Engine, EngineError, StaleCheck, never_stale};
+pub use keys::new_id;
+pub use report::{Done, Failure, RollbackReport, StackReport, StackStatus};
+pub use rollback::rollback_stack;
+pub use runner::deploy_stack;
 pub use schedule::{Outcome, Report, Task, TaskStatus, reversed, run};
+pub use sfn::{definitions, env, tasks, worker};

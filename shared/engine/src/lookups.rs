@@ -13,55 +13,8 @@ use std::sync::Mutex;
 
 use indexmap::IndexMap;
 use serde_json::Value;
-use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::{Environment, StackOutputRef};
-use stackflow_providers::provider::BoxFuture;
-
-/// A lookup that failed (as opposed to one that found nothing, which is `Ok(None)`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}: {message}")]
-pub struct LookupError {
-    /// What was looked up, e.g. `export MyExport`, `availability zones of us-east-1`.
-    pub what: String,
-    /// Why it failed.
-    pub message: String,
-}
-
-/// Where stackflow looks things up in AWS. Each method answers `Ok(None)` when AWS says
-/// the thing does not exist, and `Err` when AWS could not be asked.
-pub trait Lookups: Send + Sync {
-    /// The availability zones of `region`, in name order (`Fn::GetAZs`).
-    fn availability_zones<'a>(
-        &'a self,
-        region: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, LookupError>>;
-
-    /// A CloudFormation export's value (`Fn::ImportValue`), from `ListExports`.
-    fn cloudformation_export<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>>;
-
-    /// A CloudFormation stack's output (`Fn::GetStackOutput`), from `DescribeStacks`.
-    fn cloudformation_output<'a>(
-        &'a self,
-        reference: &'a StackOutputRef,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>>;
-
-    /// The value of an SSM parameter (for `AWS::SSM::Parameter::Value<...>` template
-    /// parameters): a string, or a list of strings for a `StringList` parameter.
-    fn ssm_parameter<'a>(
-        &'a self,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>>;
-
-    /// The value a dynamic reference (`{{resolve:ssm:...}}`, `{{resolve:ssm-secure:...}}`,
-    /// `{{resolve:secretsmanager:...}}`) stands for. Never logged, never stored.
-    fn dynamic_reference<'a>(
-        &'a self,
-        reference: &'a DynamicReference,
-    ) -> BoxFuture<'a, Result<String, LookupError>>;
-}
+pub use stackflow_providers::lookups::{LookupError, Lookups, NoLookups};
 
 /// The lookups a template asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -229,52 +182,5 @@ impl Environment for Recording<'_> {
             });
         }
         v
-    }
-}
-
-/// Lookups that answer nothing (and fail nothing): for offline use and for tests.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoLookups;
-
-impl Lookups for NoLookups {
-    fn availability_zones<'a>(
-        &'a self,
-        region: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, LookupError>> {
-        Box::pin(async move {
-            Err(LookupError {
-                what: format!("availability zones of {region}"),
-                message: "no AWS lookups are configured".into(),
-            })
-        })
-    }
-    fn cloudformation_export<'a>(
-        &'a self,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
-        Box::pin(async { Ok(None) })
-    }
-    fn cloudformation_output<'a>(
-        &'a self,
-        _: &'a StackOutputRef,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
-        Box::pin(async { Ok(None) })
-    }
-    fn ssm_parameter<'a>(
-        &'a self,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
-        Box::pin(async { Ok(None) })
-    }
-    fn dynamic_reference<'a>(
-        &'a self,
-        reference: &'a DynamicReference,
-    ) -> BoxFuture<'a, Result<String, LookupError>> {
-        Box::pin(async move {
-            Err(LookupError {
-                what: format!("dynamic reference to {}", reference.service()),
-                message: "no AWS lookups are configured".into(),
-            })
-        })
     }
 }

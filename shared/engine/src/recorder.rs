@@ -78,4 +78,17 @@ impl<S: EventStore> Recorder<S> {
         }
         Ok(seq)
     }
+
+    /// Stores a snapshot of the stream as the store holds it now. The state is read
+    /// again first, so the snapshot is a fold of the log itself, whatever this process
+    /// saw; later loads start from it instead of folding the whole history.
+    pub async fn snapshot(&self) -> StoreResult<u64> {
+        let state = stackflow_events::load_state(self.store.as_ref(), &self.stream).await?;
+        let seq = state.seq;
+        self.store
+            .put_snapshot(&self.stream, seq, &state.to_snapshot())
+            .await?;
+        *self.lock() = state;
+        Ok(seq)
+    }
 }

@@ -849,6 +849,7 @@ fn deploy_started(deploy_id: &str) -> Event {
             ("Password".to_string(), json!("****")),
         ]),
         no_rollback: false,
+        stack_id: None,
     }
 }
 

@@ -14,20 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use stackflow_core::template::Policy;
 
-/// Where a resource's AWS calls go. Sticky: once Cloud Control made a resource, it stays
-/// with Cloud Control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProviderKind {
-    /// A hand-written SDK provider.
-    Sdk,
-    /// The AWS Cloud Control API.
-    CloudControl,
-    /// The custom resource protocol (Lambda or SNS service token).
-    Custom,
-    /// A nested stack, deployed as a child stream.
-    NestedStack,
-}
+pub use stackflow_core::ProviderKind;
 
 /// The AWS operation an intent announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -152,6 +139,9 @@ pub enum Event {
         parameters: IndexMap<String, Value>,
         /// True when a failure must not be rolled back.
         no_rollback: bool,
+        /// The stack's id (`AWS::StackId`), made by its first deploy and the same after.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stack_id: Option<String>,
     },
     /// A deploy finished: every action succeeded.
     DeployCompleted {

@@ -22,6 +22,7 @@ pub fn history(n: usize) -> Vec<NewEvent> {
                 template_digest: format!("digest-{deploy}"),
                 parameters: [("Env".to_string(), json!("prod"))].into(),
                 no_rollback: false,
+                stack_id: None,
             },
         ));
         for r in 0..100 {

@@ -103,6 +103,7 @@ fn started(deploy_id: &str) -> NewEvent {
             template_digest: "abc".to_string(),
             parameters: Default::default(),
             no_rollback: false,
+            stack_id: None,
         },
     )
 }

@@ -16,14 +16,17 @@
 //! Nothing in [`provider`] depends on an AWS SDK type: the engine drives providers only
 //! through the contract.
 
+pub mod aws;
 pub mod cloudcontrol;
 pub mod custom;
 pub mod error;
+pub mod lookups;
 pub mod names;
 pub mod patch;
 pub mod provider;
 pub mod registry;
 pub mod retry;
+pub mod router;
 pub mod sdk;
 
 pub use error::ProviderError;
@@ -31,5 +34,7 @@ pub use provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
 };
-pub use registry::{Registry, Route, RouteKind};
+pub use registry::{Registry, Route};
 pub use retry::RetryPolicy;
+pub use router::{Providers, Routed, Router};
+pub use stackflow_core::ProviderKind;

@@ -51,6 +51,9 @@ pub struct ResourceRequest {
     /// it so that a retried call never makes a second resource (Cloud Control's
     /// `ClientToken`; the hash in a generated physical name).
     pub token: String,
+    /// The stack's id (the `AWS::StackId` ARN the engine recorded with its first
+    /// deploy), for providers that send it (custom resources); `None` when not known.
+    pub stack_id: Option<String>,
 }
 
 impl ResourceRequest {
@@ -69,6 +72,7 @@ impl ResourceRequest {
             previous_properties: None,
             physical_id: None,
             token: String::new(),
+            stack_id: None,
         }
     }
 

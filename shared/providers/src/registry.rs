@@ -5,7 +5,7 @@
 //! 1. `Custom::*` and `AWS::CloudFormation::CustomResource` always go to the custom
 //!    resource provider ([`Route::Custom`]).
 //! 2. A resource recorded as made by Cloud Control stays with Cloud Control (sticky: the
-//!    caller passes the recorded [`RouteKind`] from state).
+//!    caller passes the recorded [`ProviderKind`] from state).
 //! 3. A registered SDK provider for the type is used when it handles every top-level
 //!    property the template sets.
 //! 4. Otherwise Cloud Control, when it knows the type (the type has a schema in
@@ -18,38 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::provider::{Properties, Provider};
-
-/// The kind of provider a resource was routed to, as recorded in state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RouteKind {
-    /// A hand-written SDK provider.
-    Sdk,
-    /// The Cloud Control provider.
-    CloudControl,
-    /// The custom resource provider.
-    Custom,
-}
-
-impl RouteKind {
-    /// The stable name stored in state: `sdk`, `cloudcontrol`, `custom`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RouteKind::Sdk => "sdk",
-            RouteKind::CloudControl => "cloudcontrol",
-            RouteKind::Custom => "custom",
-        }
-    }
-
-    /// The inverse of [`RouteKind::as_str`].
-    pub fn parse(s: &str) -> Option<RouteKind> {
-        match s {
-            "sdk" => Some(RouteKind::Sdk),
-            "cloudcontrol" => Some(RouteKind::CloudControl),
-            "custom" => Some(RouteKind::Custom),
-            _ => None,
-        }
-    }
-}
+pub use stackflow_core::ProviderKind;
 
 /// The routing decision for one resource.
 #[derive(Clone)]
@@ -64,11 +33,11 @@ pub enum Route {
 
 impl Route {
     /// What to record in state.
-    pub fn kind(&self) -> RouteKind {
+    pub fn kind(&self) -> ProviderKind {
         match self {
-            Route::Sdk(_) => RouteKind::Sdk,
-            Route::CloudControl => RouteKind::CloudControl,
-            Route::Custom => RouteKind::Custom,
+            Route::Sdk(_) => ProviderKind::Sdk,
+            Route::CloudControl => ProviderKind::CloudControl,
+            Route::Custom => ProviderKind::Custom,
         }
     }
 }
@@ -130,12 +99,12 @@ impl Registry {
         &self,
         resource_type: &str,
         properties: &Properties,
-        recorded: Option<RouteKind>,
+        recorded: Option<ProviderKind>,
     ) -> Option<Route> {
         if is_custom_type(resource_type) {
             return Some(Route::Custom);
         }
-        if recorded == Some(RouteKind::CloudControl) && cloud_control_knows(resource_type) {
+        if recorded == Some(ProviderKind::CloudControl) && cloud_control_knows(resource_type) {
             return Some(Route::CloudControl);
         }
         if let Some(provider) = self.sdk.get(resource_type) {
@@ -256,8 +225,8 @@ mod tests {
         r: &Registry,
         t: &str,
         p: serde_json::Value,
-        rec: Option<RouteKind>,
-    ) -> Option<RouteKind> {
+        rec: Option<ProviderKind>,
+    ) -> Option<ProviderKind> {
         r.route(t, &props(p), rec).map(|route| route.kind())
     }
 
@@ -266,16 +235,16 @@ mod tests {
         let r = registry();
         assert_eq!(
             kind(&r, "Custom::Thing", json!({"X": 1}), None),
-            Some(RouteKind::Custom)
+            Some(ProviderKind::Custom)
         );
         assert_eq!(
             kind(
                 &r,
                 "AWS::CloudFormation::CustomResource",
                 json!({}),
-                Some(RouteKind::CloudControl)
+                Some(ProviderKind::CloudControl)
             ),
-            Some(RouteKind::Custom)
+            Some(ProviderKind::Custom)
         );
     }
 
@@ -289,16 +258,16 @@ mod tests {
                 json!({"QueueName": "q", "VisibilityTimeout": 3}),
                 None
             ),
-            Some(RouteKind::Sdk)
+            Some(ProviderKind::Sdk)
         );
         assert_eq!(
             kind(&r, "AWS::SQS::Queue", json!({}), None),
-            Some(RouteKind::Sdk)
+            Some(ProviderKind::Sdk)
         );
         // `None` = handles everything.
         assert_eq!(
             kind(&r, "AWS::SSM::Parameter", json!({"Anything": 1}), None),
-            Some(RouteKind::Sdk)
+            Some(ProviderKind::Sdk)
         );
         assert!(
             r.unhandled_properties("AWS::SQS::Queue", &props(json!({"QueueName": "q"})))
@@ -312,7 +281,7 @@ mod tests {
         let p = json!({"QueueName": "q", "DelaySeconds": 5});
         assert_eq!(
             kind(&r, "AWS::SQS::Queue", p.clone(), None),
-            Some(RouteKind::CloudControl)
+            Some(ProviderKind::CloudControl)
         );
         assert_eq!(
             r.unhandled_properties("AWS::SQS::Queue", &props(p)),
@@ -325,7 +294,7 @@ mod tests {
         let r = registry();
         assert_eq!(
             kind(&r, "AWS::SNS::Topic", json!({}), None),
-            Some(RouteKind::CloudControl)
+            Some(ProviderKind::CloudControl)
         );
     }
 
@@ -335,20 +304,20 @@ mod tests {
         let p = json!({"QueueName": "q"});
         assert_eq!(
             kind(&r, "AWS::SQS::Queue", p.clone(), None),
-            Some(RouteKind::Sdk)
+            Some(ProviderKind::Sdk)
         );
         assert_eq!(
             kind(
                 &r,
                 "AWS::SQS::Queue",
                 p.clone(),
-                Some(RouteKind::CloudControl)
+                Some(ProviderKind::CloudControl)
             ),
-            Some(RouteKind::CloudControl)
+            Some(ProviderKind::CloudControl)
         );
         assert_eq!(
-            kind(&r, "AWS::SQS::Queue", p, Some(RouteKind::Sdk)),
-            Some(RouteKind::Sdk)
+            kind(&r, "AWS::SQS::Queue", p, Some(ProviderKind::Sdk)),
+            Some(ProviderKind::Sdk)
         );
     }
 
@@ -359,7 +328,7 @@ mod tests {
         // An SDK-only type (no schema) with an unhandled property has no route either.
         assert_eq!(
             kind(&r, "My::Sdk::Only", json!({"A": 1}), None),
-            Some(RouteKind::Sdk)
+            Some(ProviderKind::Sdk)
         );
         assert_eq!(kind(&r, "My::Sdk::Only", json!({"B": 1}), None), None);
         assert_eq!(
@@ -378,13 +347,5 @@ mod tests {
             ])
         );
         assert_eq!(r.check_supported(["AWS::SNS::Topic", "Custom::Y"]), Ok(()));
-    }
-
-    #[test]
-    fn route_kinds_round_trip() {
-        for k in [RouteKind::Sdk, RouteKind::CloudControl, RouteKind::Custom] {
-            assert_eq!(RouteKind::parse(k.as_str()), Some(k));
-        }
-        assert_eq!(RouteKind::parse("x"), None);
     }
 }

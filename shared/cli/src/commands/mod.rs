@@ -7,11 +7,7 @@ mod state;
 
 use std::process::ExitCode;
 
-use stackflow_events::StreamId;
-
-use crate::args::{Cli, Command, GlobalArgs, StateCommand};
-use crate::aws;
-use crate::store::{Store, StoreSpec, local_file};
+use crate::args::{Cli, Command, StateCommand};
 
 /// Runs the command and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -25,35 +21,5 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,
         Command::Events(args) => state::events(&cli.global, args).await,
         Command::Unlock(args) => state::unlock(&cli.global, &args.stack).await,
-    }
-}
-
-/// What most commands need: the AWS configuration, the region and the event store.
-pub struct Context {
-    pub region: String,
-    pub store: Store,
-}
-
-impl Context {
-    pub async fn open(global: &GlobalArgs) -> anyhow::Result<Context> {
-        let config = aws::load(global).await;
-        let region = aws::region(&config)?;
-        // Commands that read never create a store: a local one that does not exist holds
-        // nothing yet.
-        if let StoreSpec::Local(dir) = &global.store
-            && !local_file(dir).exists()
-        {
-            anyhow::bail!(
-                "there is no local store at {}: nothing has been deployed from here (pass --store to read another one)",
-                local_file(dir).display()
-            );
-        }
-        let store = Store::open(&global.store, &config, global.store_bucket.clone())?;
-        Ok(Context { region, store })
-    }
-
-    /// The stream of a stack in the configured region.
-    pub fn stream(&self, stack: &str) -> StreamId {
-        StreamId::new(&self.region, stack)
     }
 }

@@ -10,16 +10,16 @@ use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::Value;
 use stackflow_core::intrinsics::partition;
 use stackflow_engine::definitions::{self, Target};
-use stackflow_engine::engine::new_id;
-use stackflow_engine::providers::s3_client;
+use stackflow_engine::keys::new_id;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
 use stackflow_events::{EventStore, StreamId};
+use stackflow_providers::aws::s3_client;
 
-use super::deploy::{Setup, setup_with, stop_on_ctrl_c};
 use crate::args::{GlobalArgs, RemoteArgs, WorkerArgs};
 use crate::render;
+use crate::setup::{Setup, setup_with, stop_on_ctrl_c};
 use crate::store::Store;
 
 /// What a remote run needs: the engine's clients and names.
@@ -328,7 +328,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         tasks,
         sfn,
         activities: activities.clone(),
-        name: format!("{} {}", super::state::whoami(), std::process::id()),
+        name: format!("{} {}", crate::liveness::whoami(), std::process::id()),
         per_task: usize::from(args.concurrency),
         heartbeat: Duration::from_secs(10),
     };

@@ -9,24 +9,10 @@ use stackflow_events::dynamo::DynamoStore;
 use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, load_state};
 
-use super::Context;
 use crate::args::{EventsArgs, GlobalArgs, StateShowArgs};
 use crate::render;
+use crate::setup::Context;
 use crate::store::{StoreSpec, local_file};
-
-/// Who runs this command, as locks and events record it.
-pub fn whoami() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("USERNAME"))
-        .unwrap_or_else(|_| "someone".into());
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{user}@{host}")
-}
 
 pub async fn init(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     match &global.store {
@@ -119,7 +105,11 @@ pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<Exi
 
 pub async fn unlock(global: &GlobalArgs, stack: &str) -> anyhow::Result<ExitCode> {
     let ctx = Context::open(global).await?;
-    match ctx.store.break_lock(&ctx.stream(stack), &whoami()).await? {
+    match ctx
+        .store
+        .break_lock(&ctx.stream(stack), &crate::liveness::whoami())
+        .await?
+    {
         Some(h) => {
             println!(
                 "Broke the lock of stack {stack}: it was held by {} ({} {}, since {}).",

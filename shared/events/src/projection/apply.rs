@@ -25,8 +25,14 @@ impl StackState {
                 who,
                 template_digest,
                 parameters,
+                stack_id,
                 ..
-            } => self.deploy_started(deploy_id, who, template_digest, parameters, at),
+            } => {
+                if self.stack_id.is_none() {
+                    self.stack_id.clone_from(stack_id);
+                }
+                self.deploy_started(deploy_id, who, template_digest, parameters, at)
+            }
             Event::DeployCompleted {
                 deploy_id,
                 outputs,
@@ -117,9 +123,32 @@ impl StackState {
     }
 
     /// Removes the intent of `op` on `logical_id` by `deploy_id`: its outcome is known.
+    /// An outcome of a delete that does not name its physical id (skipped, failed)
+    /// settles every delete of that resource by that deploy.
     pub(super) fn settle(&mut self, deploy_id: &str, logical_id: &str, op: Operation) {
-        self.pending
-            .shift_remove(&pending_key(deploy_id, logical_id, op));
+        if op == Operation::Delete {
+            self.pending.retain(|_, p| {
+                !(p.operation == op && p.deploy_id == deploy_id && p.logical_id == logical_id)
+            });
+        } else {
+            self.pending
+                .shift_remove(&pending_key(deploy_id, logical_id, op));
+        }
+    }
+
+    /// Removes the intent of the delete of `physical_id`: two old copies of one resource
+    /// can be deleted by one deploy, each with its own intent.
+    fn settle_delete(&mut self, deploy_id: &str, logical_id: &str, physical_id: &str) {
+        let key = pending_key(deploy_id, logical_id, Operation::Delete);
+        self.pending.shift_remove(&format!("{key}/{physical_id}"));
+        // An intent recorded before deletes were keyed by physical id.
+        if self
+            .pending
+            .get(&key)
+            .is_some_and(|p| p.physical_id.as_deref() == Some(physical_id))
+        {
+            self.pending.shift_remove(&key);
+        }
     }
 
     /// `DeployStarted`: a new last deploy, in progress, with an empty journal and the lock.
@@ -199,8 +228,12 @@ impl StackState {
         else {
             return;
         };
+        let mut key = pending_key(deploy_id, logical_id, *operation);
+        if let (Operation::Delete, Some(p)) = (operation, physical_id) {
+            key = format!("{key}/{p}");
+        }
         self.pending.insert(
-            pending_key(deploy_id, logical_id, *operation),
+            key,
             PendingIntent {
                 deploy_id: deploy_id.clone(),
                 logical_id: logical_id.clone(),
@@ -337,7 +370,7 @@ impl StackState {
         physical_id: &str,
         replaced: bool,
     ) {
-        self.settle(deploy_id, logical_id, Operation::Delete);
+        self.settle_delete(deploy_id, logical_id, physical_id);
         if replaced || self.predecessors.contains_key(physical_id) {
             self.predecessors.shift_remove(physical_id);
         } else if self
@@ -360,6 +393,7 @@ impl StackState {
         self.imports.clear();
         self.parameters.clear();
         self.template_digest = None;
+        self.stack_id = None;
     }
 
     /// `ResourceImported`: the adopted resource is in the stack, marked as imported.

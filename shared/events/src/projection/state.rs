@@ -162,6 +162,10 @@ pub struct StackState {
     pub parameters: IndexMap<String, Value>,
     /// The digest of the template the last deploy used.
     pub template_digest: Option<String>,
+    /// The stack's id (`AWS::StackId`), from its first deploy; a destroyed stack's next
+    /// deploy makes a new one.
+    #[serde(default)]
+    pub stack_id: Option<String>,
     /// The last deploy.
     pub last_deploy: Option<LastDeploy>,
     /// The rollback journal of the current or last failed deploy.
@@ -172,7 +176,8 @@ pub struct StackState {
     pub last_drift: Vec<DriftResult>,
 }
 
-/// The key of an intent in [`StackState::pending`]: `<deploy>/<resource>/<operation>`.
+/// The key of an intent in [`StackState::pending`]: `<deploy>/<resource>/<operation>`
+/// (and `/<physical id>` for a delete).
 pub(super) fn pending_key(deploy_id: &str, logical_id: &str, op: Operation) -> String {
     let op = match op {
         Operation::Create => "create",

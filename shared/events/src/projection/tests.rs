@@ -55,6 +55,7 @@ fn started(d: &str) -> Event {
         template_digest: "abc".into(),
         parameters: [("Env".to_string(), json!("dev"))].into(),
         no_rollback: false,
+        stack_id: None,
     }
 }
 
@@ -131,6 +132,52 @@ fn an_intent_without_outcome_stays_pending() {
     assert_eq!(p.token, "tok");
     assert_eq!(p.seq, 2);
     assert_eq!(s.last_deploy.unwrap().status, DeployStatus::InProgress);
+}
+
+#[test]
+fn two_old_copies_deleted_by_one_deploy_each_keep_their_intent() {
+    let delete = |physical: &str| Event::ResourceIntent {
+        deploy_id: "d2".into(),
+        logical_id: "T".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        operation: Operation::Delete,
+        token: format!("d2/T/delete-old-{physical}"),
+        provider: ProviderKind::Sdk,
+        physical_id: Some(physical.into()),
+        properties: None,
+    };
+    let mut log = Log::default();
+    log.push(started("d2"))
+        .push(delete("old-a"))
+        .push(delete("old-b"))
+        .push(Event::ResourceDeleted {
+            deploy_id: "d2".into(),
+            logical_id: "T".into(),
+            physical_id: "old-a".into(),
+            replaced: true,
+        });
+    let s = log.state();
+    let left: Vec<Option<&str>> = s
+        .pending
+        .values()
+        .map(|p| p.physical_id.as_deref())
+        .collect();
+    assert_eq!(
+        left,
+        vec![Some("old-b")],
+        "the other copy's delete is still pending"
+    );
+    // A failed delete names no physical id: it settles the resource's deletes.
+    log.push(Event::ResourceFailed {
+        deploy_id: "d2".into(),
+        logical_id: "T".into(),
+        operation: Operation::Delete,
+        error: ErrorInfo {
+            name: "X".into(),
+            message: "no".into(),
+        },
+    });
+    assert!(log.state().pending.is_empty());
 }
 
 #[test]

@@ -241,7 +241,11 @@ impl CustomResourceProvider {
 
         let timeout = self.timeout_for(request);
         let url = self.transport.presign(&key, timeout).await?;
-        let stack_id = self.stack_id(&request.stack_name, &target);
+        // The engine's recorded id, the one `Ref AWS::StackId` gives; else one made here.
+        let stack_id = request
+            .stack_id
+            .clone()
+            .unwrap_or_else(|| self.stack_id(&request.stack_name, &target));
         let event = build_request(
             kind,
             request,

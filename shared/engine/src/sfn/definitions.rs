@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 /// The deploy state machine.
-pub const DEPLOY: &str = include_str!("../../../infra/deploy.asl.json");
+pub const DEPLOY: &str = include_str!("../../../../infra/deploy.asl.json");
 /// The destroy state machine.
-pub const DESTROY: &str = include_str!("../../../infra/destroy.asl.json");
+pub const DESTROY: &str = include_str!("../../../../infra/destroy.asl.json");
 /// The rollback state machine.
-pub const ROLLBACK: &str = include_str!("../../../infra/rollback.asl.json");
+pub const ROLLBACK: &str = include_str!("../../../../infra/rollback.asl.json");
 
 /// Every definition, by name.
 pub const ALL: &[(&str, &str)] = &[
@@ -159,7 +159,7 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::{ERROR_NAMES, TASK_NAMES};
+    use crate::sfn::tasks::{ERROR_NAMES, TASK_NAMES};
 
     #[test]
     fn every_task_named_exists_and_every_error_matched_can_be_returned() {

@@ -11,7 +11,7 @@ use stackflow_events::EventStore;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::tasks::{TASK_NAMES, TaskError, Tasks};
+use crate::sfn::tasks::{TASK_NAMES, TaskError, Tasks};
 
 /// The activity name of `task` for a deployment of the engine named `prefix`.
 pub fn activity_name(prefix: &str, task: &str) -> String {
@@ -181,7 +181,7 @@ impl<S: EventStore + 'static> Worker<S> {
             .sfn
             .send_task_failure()
             .task_token(token)
-            .error(&e.name)
+            .error(e.name())
             .cause(cause)
             .send()
             .await

@@ -10,11 +10,12 @@ use aws_config::BehaviorVersion;
 use aws_types::SdkConfig;
 use stackflow_events::dynamo::DynamoStore;
 
-use crate::aws_lookups::AwsLookups;
 use crate::engine::Engine;
 use crate::progress::Silent;
-use crate::providers::Providers;
-use crate::tasks::Tasks;
+use crate::sfn::tasks::Tasks;
+use stackflow_providers::aws::s3_client;
+use stackflow_providers::lookups::AwsLookups;
+use stackflow_providers::router::Providers;
 
 /// The DynamoDB table of the event store.
 pub const TABLE: &str = "STACKFLOW_TABLE";
@@ -82,7 +83,7 @@ impl Settings {
             .region()
             .map(|r| r.as_ref().to_string())
             .ok_or_else(|| "AWS_REGION is not set: it names the region deployed to".to_string())?;
-        let s3 = crate::providers::s3_client(config);
+        let s3 = s3_client(config);
         let store = DynamoStore::new(
             aws_sdk_dynamodb::Client::new(config),
             s3.clone(),
@@ -91,7 +92,7 @@ impl Settings {
         );
         let engine = Engine {
             store: Arc::new(store),
-            providers: Providers::from_config(config, Some(self.bucket.clone())),
+            providers: Arc::new(Providers::from_config(config, Some(self.bucket.clone()))),
             lookups: Arc::new(AwsLookups::new(config)),
             region,
             who: self.who.clone(),
@@ -99,7 +100,7 @@ impl Settings {
             progress: Arc::new(Silent),
             // A function cannot tell whether another run is gone: `stackflow unlock`
             // breaks such a lock.
-            stale: Arc::new(|_| false),
+            stale: crate::engine::never_stale(),
         };
         Ok(Tasks {
             engine: Arc::new(engine),
@@ -199,6 +200,12 @@ mod tests {
         assert_eq!(tasks.bucket, "b");
         assert_eq!(tasks.engine.region, "eu-west-1");
         assert_eq!(tasks.engine.who, "lambda");
-        assert!(tasks.engine.providers.custom.is_some());
+        // The bucket is set, so custom resources have their provider.
+        let routed = tasks
+            .engine
+            .providers
+            .route("Custom::Thing", &serde_json::Map::new(), None)
+            .unwrap();
+        assert_eq!(routed.kind, stackflow_events::event::ProviderKind::Custom);
     }
 }

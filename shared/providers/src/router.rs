@@ -1,15 +1,38 @@
-//! The providers of a deploy: the registry of SDK providers, Cloud Control for every
-//! other type, and the custom resource provider.
+//! Where a resource goes: the [`Router`] trait the engine asks, and [`Providers`], its
+//! implementation over AWS (the registry of SDK providers, Cloud Control for every other
+//! type, and the custom resource provider).
 
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
-use stackflow_events::event::ProviderKind;
-use stackflow_providers::cloudcontrol::CloudControlProvider;
-use stackflow_providers::custom::CustomResourceProvider;
-use stackflow_providers::provider::{Properties, Provider};
-use stackflow_providers::registry::{Registry, Route, RouteKind};
-use stackflow_providers::sdk;
+use stackflow_core::ProviderKind;
+
+use crate::aws::s3_client;
+use crate::cloudcontrol::CloudControlProvider;
+use crate::custom::CustomResourceProvider;
+use crate::provider::{Properties, Provider};
+use crate::registry::{Registry, Route};
+use crate::sdk;
+
+/// Picks the provider of each resource. The engine depends on this trait only, so that
+/// its lifecycle can be tested with a fake provider.
+pub trait Router: Send + Sync {
+    /// The provider of a resource of `resource_type` with `properties`, given the kind
+    /// recorded by an earlier deploy. `Err` says why none can take it.
+    fn route(
+        &self,
+        resource_type: &str,
+        properties: &Properties,
+        recorded: Option<ProviderKind>,
+    ) -> Result<Routed, String>;
+
+    /// The provider that made a recorded resource (for updates, deletes and undo).
+    fn for_recorded(
+        &self,
+        resource_type: &str,
+        kind: ProviderKind,
+    ) -> Result<Arc<dyn Provider>, String>;
+}
 
 /// Every provider a deploy can route a resource to.
 #[derive(Clone)]
@@ -29,16 +52,6 @@ impl std::fmt::Debug for Providers {
             .field("custom", &self.custom.is_some())
             .finish()
     }
-}
-
-/// An S3 client for `config`, with path-style addressing when an endpoint is configured
-/// (a local emulator has no virtual-host buckets).
-pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
-    aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(config)
-            .force_path_style(config.endpoint_url().is_some())
-            .build(),
-    )
 }
 
 /// Where a resource goes, and what to record.
@@ -111,21 +124,15 @@ impl Providers {
             custom,
         }
     }
+}
 
-    /// The provider of a resource of `resource_type` with `properties`, given the kind
-    /// recorded by an earlier deploy. `Err` says why none can take it.
-    pub fn route(
+impl Router for Providers {
+    fn route(
         &self,
         resource_type: &str,
         properties: &Properties,
         recorded: Option<ProviderKind>,
     ) -> Result<Routed, String> {
-        let recorded = recorded.and_then(|k| match k {
-            ProviderKind::Sdk => Some(RouteKind::Sdk),
-            ProviderKind::CloudControl => Some(RouteKind::CloudControl),
-            ProviderKind::Custom => Some(RouteKind::Custom),
-            ProviderKind::NestedStack => None,
-        });
         match self.registry.route(resource_type, properties, recorded) {
             Some(Route::Sdk(provider)) => Ok(Routed {
                 provider,
@@ -150,8 +157,7 @@ impl Providers {
         }
     }
 
-    /// The provider that made a recorded resource (for updates, deletes and undo).
-    pub fn for_recorded(
+    fn for_recorded(
         &self,
         resource_type: &str,
         kind: ProviderKind,

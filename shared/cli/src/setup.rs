@@ -1,0 +1,148 @@
+//! What every command that runs the engine sets up first: the AWS configuration, the
+//! event store, the providers and lookups, the engine itself, and the Ctrl-C handler.
+
+use std::sync::Arc;
+
+use stackflow_core::intrinsics::{BoundParameters, Pseudo};
+use stackflow_core::template::StackTemplate;
+use stackflow_engine::Engine;
+use stackflow_engine::stack::StackInput;
+use stackflow_events::StreamId;
+use stackflow_providers::lookups::AwsLookups;
+use stackflow_providers::router::Providers;
+use tokio::sync::watch;
+
+use crate::args::GlobalArgs;
+use crate::aws;
+use crate::liveness::{holder_name, stale_check};
+use crate::progress::Printer;
+use crate::store::{Store, StoreSpec, local_file};
+
+/// A Ctrl-C handler: the first press asks the run to stop (running calls finish and are
+/// recorded); a second one exits at once.
+pub fn stop_on_ctrl_c() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!(
+                "\nstopping: no new resource starts; waiting for the running calls to finish (Ctrl-C again to quit at once)"
+            );
+            let _ = tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+        // Keep the sender alive until the process ends.
+        std::future::pending::<()>().await;
+    });
+    rx
+}
+
+pub struct Setup {
+    pub engine: Arc<Engine<Store>>,
+    pub region: String,
+    pub account_id: Option<String>,
+}
+
+impl Setup {
+    /// What the engine deploys for `stack`, in this region and account.
+    pub fn input(&self, stack: StackTemplate, parameters: BoundParameters) -> StackInput {
+        StackInput {
+            pseudo: Pseudo {
+                region: self.region.clone(),
+                account_id: self.account_id.clone(),
+                stack_name: stack.name.clone(),
+                stack_id: None,
+            },
+            name: stack.name,
+            source: stack.file.display().to_string(),
+            template: stack.template,
+            parameters,
+            nested: stack.nested,
+        }
+    }
+}
+
+pub async fn setup(global: &GlobalArgs, cfn_fallback: bool, verbose: u8) -> anyhow::Result<Setup> {
+    setup_with(
+        global,
+        cfn_fallback,
+        verbose,
+        None,
+        Some("values that use AWS::AccountId cannot be resolved"),
+    )
+    .await
+}
+
+/// The engine, on `store` when given (else the configured one).
+pub async fn setup_with(
+    global: &GlobalArgs,
+    cfn_fallback: bool,
+    verbose: u8,
+    store: Option<Store>,
+    account_note: Option<&str>,
+) -> anyhow::Result<Setup> {
+    let config = aws::load(global).await;
+    let region = aws::region(&config)?;
+    let account = aws::account_id(&config);
+    let store = match store {
+        Some(s) => s,
+        None => Store::open(&global.store, &config, global.store_bucket.clone())?,
+    };
+    let providers = Arc::new(Providers::from_config(&config, global.store_bucket.clone()));
+    let lookups = Arc::new(AwsLookups::new(&config));
+    let account_id = match account.await {
+        Ok(id) => Some(id),
+        Err(why) => {
+            if let Some(what) = account_note {
+                eprintln!("note: the AWS account is unknown ({why}); {what}");
+            }
+            None
+        }
+    };
+    let engine = Arc::new(Engine {
+        store: Arc::new(store),
+        providers,
+        lookups,
+        region: region.clone(),
+        who: holder_name(),
+        cloudformation_fallback: cfn_fallback,
+        progress: Arc::new(Printer::new(verbose)),
+        stale: stale_check(),
+    });
+    Ok(Setup {
+        engine,
+        region,
+        account_id,
+    })
+}
+
+/// What most commands need: the AWS configuration, the region and the event store.
+pub struct Context {
+    pub region: String,
+    pub store: Store,
+}
+
+impl Context {
+    pub async fn open(global: &GlobalArgs) -> anyhow::Result<Context> {
+        let config = aws::load(global).await;
+        let region = aws::region(&config)?;
+        // Commands that read never create a store: a local one that does not exist holds
+        // nothing yet.
+        if let StoreSpec::Local(dir) = &global.store
+            && !local_file(dir).exists()
+        {
+            anyhow::bail!(
+                "there is no local store at {}: nothing has been deployed from here (pass --store to read another one)",
+                local_file(dir).display()
+            );
+        }
+        let store = Store::open(&global.store, &config, global.store_bucket.clone())?;
+        Ok(Context { region, store })
+    }
+
+    /// The stream of a stack in the configured region.
+    pub fn stream(&self, stack: &str) -> StreamId {
+        StreamId::new(&self.region, stack)
+    }
+}

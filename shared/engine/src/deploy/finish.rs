@@ -1,0 +1,135 @@
+//! The **finish** and **fail** handlers: outputs and exports recorded and the lock
+//! released; or the failure recorded, the journal undone (unless told not to) and the
+//! lock released.
+
+use indexmap::IndexMap;
+use serde_json::Value;
+use stackflow_core::Path;
+use stackflow_core::plan::mask_values;
+use stackflow_events::event::{ErrorInfo, Event};
+use stackflow_events::{EventStore, Precondition};
+
+use super::Deployment;
+use crate::engine::EngineError;
+use crate::keys::{RunEvent, rollback_of, run_key};
+use crate::report::{Failure, RollbackReport};
+use crate::rollback::Rollback;
+
+/// Outputs and exports by name.
+type Resolved = (IndexMap<String, Value>, IndexMap<String, Value>);
+
+impl<S: EventStore + 'static> Deployment<S> {
+    /// The outputs and exports as the template says, `NoEcho` values masked.
+    fn outputs(&self) -> Result<Resolved, EngineError> {
+        self.with_resolver(|resolver| {
+            let mut outputs = IndexMap::new();
+            let mut exports = IndexMap::new();
+            for (name, o) in &self.input.template.outputs {
+                if let Some(c) = &o.condition
+                    && !self.conditions.get(c).copied().unwrap_or(true)
+                {
+                    continue;
+                }
+                let p = Path::from_keys(["Outputs", name]);
+                let value = resolver
+                    .resolve(&o.value, &p.key("Value"))
+                    .map_err(|e| e.in_file(&self.input.source))?
+                    .unwrap_or(Value::Null);
+                let value = mask_values(&value, &self.secrets);
+                if let Some(e) = &o.export_name {
+                    let export = resolver
+                        .resolve(e, &p.key("Export").key("Name"))
+                        .map_err(|e| e.in_file(&self.input.source))?;
+                    if let Some(Value::String(export)) = export {
+                        exports.insert(export, value.clone());
+                    }
+                }
+                outputs.insert(name.clone(), value);
+            }
+            Ok((outputs, exports))
+        })
+    }
+
+    /// **Finish** handler: resolves and records outputs and exports, releases the lock.
+    pub async fn finish(&self) -> Result<IndexMap<String, Value>, EngineError> {
+        let (outputs, exports) = self.outputs()?;
+        self.recorder
+            .append(
+                run_key(&self.deploy_id, RunEvent::Completed),
+                Event::DeployCompleted {
+                    deploy_id: self.deploy_id.clone(),
+                    outputs: outputs.clone(),
+                    exports,
+                    imports: self.imports.clone(),
+                },
+                &self.holds(),
+            )
+            .await?;
+        self.release().await?;
+        // A snapshot only makes later loads faster: the deploy is done without it.
+        if let Err(e) = self.recorder.snapshot().await {
+            tracing::warn!(stack = self.stack(), error = %e, "no snapshot written");
+        }
+        Ok(outputs)
+    }
+
+    async fn release(&self) -> Result<(), EngineError> {
+        self.recorder
+            .append(
+                run_key(&self.deploy_id, RunEvent::Released),
+                Event::LockReleased {
+                    deploy_id: self.deploy_id.clone(),
+                },
+                &Precondition::ReleaseLock(self.deploy_id.clone()),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// **Fail** handler: records the failure; then the journal is undone (unless
+    /// `--no-rollback`, or `roll_back` is false: a deploy the user stopped) and the lock
+    /// released.
+    pub async fn fail(
+        &self,
+        first: Option<&Failure>,
+        why: &str,
+        roll_back: bool,
+    ) -> Result<Option<RollbackReport>, EngineError> {
+        let (error, logical_id) = match first {
+            Some(f) => (f.error.clone(), Some(f.logical_id.clone())),
+            None => (
+                ErrorInfo {
+                    name: "Interrupted".into(),
+                    message: why.to_string(),
+                },
+                None,
+            ),
+        };
+        self.recorder
+            .append(
+                run_key(&self.deploy_id, RunEvent::Failed),
+                Event::DeployFailed {
+                    deploy_id: self.deploy_id.clone(),
+                    error,
+                    logical_id,
+                },
+                &self.holds(),
+            )
+            .await?;
+        let rollback = if self.options.no_rollback || !roll_back {
+            None
+        } else {
+            let rollback = Rollback {
+                engine: self.engine.clone(),
+                stack: self.stack().to_string(),
+                rollback_id: rollback_of(&self.deploy_id),
+                lock_id: self.deploy_id.clone(),
+                deploy_id: self.deploy_id.clone(),
+                recorder: &self.recorder,
+            };
+            Some(rollback.undo_all().await?)
+        };
+        self.release().await?;
+        Ok(rollback)
+    }
+}

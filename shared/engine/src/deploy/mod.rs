@@ -1,0 +1,244 @@
+//! One deploy of one stack, as task handlers: [`Deployment::begin`] (plan), then
+//! [`Deployment::provision`] per resource, [`Deployment::cleanup`] per removed resource
+//! or replaced predecessor, and [`Deployment::finish`] or [`Deployment::fail`]. The
+//! embedded runner ([`crate::runner`]) and the Step Functions tasks ([`crate::sfn`]) call
+//! the same handlers.
+
+mod cleanup;
+mod finish;
+mod plan;
+mod provision;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use stackflow_core::TemplateError;
+use stackflow_core::intrinsics::{Mode, Resolver};
+use stackflow_core::plan::{Action, Plan};
+use stackflow_events::event::Operation;
+use stackflow_events::projection::JournalStep;
+use stackflow_events::{EventStore, Precondition};
+
+pub(crate) use cleanup::delete_one;
+pub use cleanup::{Cleanup, cleanup_graph, cleanup_subject};
+
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
+use crate::keys::ActionKey;
+use crate::lookups::Answers;
+use crate::recorder::Recorder;
+use crate::report::Done;
+use crate::schedule::Task;
+use crate::stack::{DeployEnv, StackInput};
+use crate::step::Step;
+
+/// One deploy of one stack, from its plan to its end.
+pub struct Deployment<S> {
+    /// The engine.
+    pub engine: Arc<Engine<S>>,
+    /// The stack.
+    pub input: Arc<StackInput>,
+    /// The deploy id.
+    pub deploy_id: String,
+    /// The stream and its state.
+    pub recorder: Recorder<S>,
+    /// The plan.
+    pub plan: Plan,
+    /// The lookups' answers.
+    pub answers: Answers,
+    /// Exports of other stacks the template imports.
+    pub imports: Vec<String>,
+    /// The evaluated conditions.
+    pub conditions: IndexMap<String, bool>,
+    /// `NoEcho` parameter values, to mask.
+    pub secrets: Vec<String>,
+    /// How it runs.
+    pub options: DeployOptions,
+}
+
+/// A planned deploy, as stored for tasks that run elsewhere (Step Functions): everything a
+/// handler needs to rebuild its [`Deployment`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct PlanDocument {
+    /// The stack.
+    pub input: StackInput,
+    /// The deploy id.
+    pub deploy_id: String,
+    /// The plan.
+    pub plan: Plan,
+    /// The lookups' answers.
+    pub answers: Answers,
+    /// Exports of other stacks the template imports.
+    pub imports: Vec<String>,
+    /// Keep what a failed deploy did.
+    pub no_rollback: bool,
+    /// At most this many actions at once.
+    pub concurrency: usize,
+}
+
+impl<S: EventStore + 'static> Deployment<S> {
+    /// The document that lets another process resume this deploy.
+    pub fn document(&self) -> PlanDocument {
+        PlanDocument {
+            input: (*self.input).clone(),
+            deploy_id: self.deploy_id.clone(),
+            plan: self.plan.clone(),
+            answers: self.answers.clone(),
+            imports: self.imports.clone(),
+            no_rollback: self.options.no_rollback,
+            concurrency: self.options.concurrency,
+        }
+    }
+
+    /// Rebuilds a deploy planned elsewhere, with the stack's state as it is now.
+    pub async fn resume(
+        engine: Arc<Engine<S>>,
+        doc: PlanDocument,
+    ) -> Result<Deployment<S>, EngineError> {
+        let recorder = Recorder::load(engine.store.clone(), engine.stream(&doc.input.name)).await?;
+        let mut options = DeployOptions::new();
+        options.no_rollback = doc.no_rollback;
+        options.concurrency = doc.concurrency;
+        let secrets = doc.input.parameters.secret_values();
+        Ok(Deployment {
+            engine,
+            conditions: doc.plan.conditions.clone(),
+            input: Arc::new(doc.input),
+            deploy_id: doc.deploy_id,
+            recorder,
+            plan: doc.plan,
+            answers: doc.answers,
+            imports: doc.imports,
+            secrets,
+            options,
+        })
+    }
+
+    /// The provision actions in the order they may start, each with the actions it waits
+    /// for: every create, update and replacement, and every resource downstream of an
+    /// update. An update can change what its dependents read (an attribute, or the
+    /// physical id when the provider has to replace the resource), so those are resolved
+    /// again once it is done, and updated only if their properties changed.
+    pub fn provision_tasks(&self) -> Vec<Task> {
+        let mut active: BTreeSet<&str> = self
+            .plan
+            .resources
+            .iter()
+            .filter(|r| matches!(r.action, Action::Create | Action::Update | Action::Replace))
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        let mut updated: BTreeSet<&str> = self
+            .plan
+            .resources
+            .iter()
+            .filter(|r| r.action == Action::Update)
+            .map(|r| r.logical_id.as_str())
+            .collect();
+        // The plan lists resources in dependency order, so one pass finds every resource
+        // downstream of an update.
+        for r in &self.plan.resources {
+            if r.action == Action::NoOp && r.depends_on.iter().any(|d| updated.contains(d.as_str()))
+            {
+                updated.insert(&r.logical_id);
+                active.insert(&r.logical_id);
+            }
+        }
+        self.plan
+            .resources
+            .iter()
+            .filter(|r| active.contains(r.logical_id.as_str()))
+            .map(|r| {
+                Task::new(
+                    r.logical_id.clone(),
+                    r.depends_on
+                        .iter()
+                        .filter(|x| active.contains(x.as_str()))
+                        .cloned(),
+                )
+            })
+            .collect()
+    }
+
+    /// The stack's name.
+    pub fn stack(&self) -> &str {
+        &self.input.name
+    }
+
+    pub(crate) fn holds(&self) -> Precondition {
+        Precondition::HoldsLock(self.deploy_id.clone())
+    }
+
+    /// Where a nested stack of this deploy finds its template.
+    pub(crate) fn nested_context(&self) -> NestedContext<'_> {
+        NestedContext {
+            parent: Some(&self.input),
+            options: &self.options,
+        }
+    }
+
+    /// The step of `op` on resource `id` of this deploy.
+    pub(crate) fn step<'a>(
+        &'a self,
+        pre: &'a Precondition,
+        id: &'a str,
+        resource_type: &'a str,
+        op: Operation,
+    ) -> Step<'a, S> {
+        Step {
+            rec: &self.recorder,
+            pre,
+            deploy_id: &self.deploy_id,
+            key: ActionKey::new(&self.deploy_id, id, op),
+            logical_id: id,
+            resource_type,
+            op,
+        }
+    }
+
+    /// Runs `f` with a resolver of this deploy's template over the state now (resources
+    /// as recorded, everything else from the lookups' answers). Do not hold the state
+    /// across an `.await`: `f` is synchronous.
+    pub(crate) fn with_resolver<T>(&self, f: impl FnOnce(&Resolver<'_>) -> T) -> T {
+        let state = self.recorder.state();
+        let env = DeployEnv {
+            state: &state,
+            answers: &self.answers,
+        };
+        let resolver = Resolver::new(
+            &self.input.template,
+            &self.input.parameters,
+            &self.input.pseudo,
+            &self.conditions,
+            &env,
+            Mode::Deploy,
+        );
+        f(&resolver)
+    }
+
+    /// Resolves a resource's properties against the state now (dynamic references stay
+    /// as their text; the caller masks `NoEcho` values before recording).
+    pub(crate) fn resolve_resource(&self, id: &str) -> Result<Map<String, Value>, TemplateError> {
+        self.with_resolver(|r| r.resolve_properties(id))
+            .map_err(|e| e.in_file(&self.input.source))
+    }
+
+    /// What this deploy already did to `id`, from its journal.
+    fn already_done(&self, id: &str) -> Option<Done> {
+        let s = self.recorder.state();
+        if s.journal.deploy_id.as_deref() != Some(&self.deploy_id) {
+            return None;
+        }
+        s.journal
+            .entries
+            .iter()
+            .rev()
+            .find(|e| e.logical_id == id)
+            .map(|e| match e.step {
+                JournalStep::Created { .. } => Done::Created,
+                JournalStep::Updated { .. } => Done::Updated,
+                JournalStep::Replaced { .. } => Done::Replaced,
+            })
+    }
+}

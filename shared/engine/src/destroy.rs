@@ -1,0 +1,208 @@
+//! Destroy: every resource of a stack deleted in reverse dependency order, honouring
+//! `DeletionPolicy`; nested stacks with it. Refused while another stack imports one of
+//! its exports.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use stackflow_events::event::{Event, Operation};
+use stackflow_events::projection::PendingIntent;
+use stackflow_events::{EventStore, Precondition};
+
+use crate::deploy::{cleanup_graph, delete_one};
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext, holder};
+use crate::keys::{RunEvent, new_id, run_key};
+use crate::progress::ProgressEvent;
+use crate::reconcile::reconcile_one;
+use crate::recorder::Recorder;
+use crate::report::{StackReport, StackStatus};
+use crate::runner::{Tally, cleanup_items, cleanup_of, run_phase};
+
+/// Refuses a destroy while other stacks of this region import one of the stack's exports.
+async fn check_importers<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    stack: &str,
+    rec: &Recorder<S>,
+) -> Result<(), EngineError> {
+    let exports = rec.state().exports.clone();
+    let importers = engine.importers(stack, &exports).await?;
+    if importers.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = importers
+        .iter()
+        .map(|(s, e)| format!("{s} imports {e}"))
+        .collect();
+    Err(EngineError::Other(format!(
+        "stack {stack} cannot be destroyed while other stacks use its exports ({}); destroy or change those stacks first",
+        list.join("; ")
+    )))
+}
+
+async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {
+    rec.append(
+        run_key(id, RunEvent::Released),
+        Event::LockReleased {
+            deploy_id: id.to_string(),
+        },
+        &Precondition::ReleaseLock(id.to_string()),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A destroy that holds the stack's lock.
+struct Destroy<S> {
+    engine: Arc<Engine<S>>,
+    stack: String,
+    id: String,
+    recorder: Arc<Recorder<S>>,
+    pre: Precondition,
+}
+
+impl<S: EventStore + 'static> Destroy<S> {
+    /// Takes the lock (when there is anything to destroy and no other stack imports an
+    /// export) and settles interrupted calls. `None`: nothing is recorded.
+    async fn begin(
+        engine: &Arc<Engine<S>>,
+        stack: &str,
+        report: &mut StackReport,
+    ) -> Result<Option<Destroy<S>>, EngineError> {
+        let recorder = Arc::new(Recorder::load(engine.store.clone(), engine.stream(stack)).await?);
+        let nothing_recorded = {
+            let s = recorder.state();
+            s.resources.is_empty()
+                && s.predecessors.is_empty()
+                && s.pending.is_empty()
+                && s.lock.is_none()
+        };
+        if nothing_recorded {
+            return Ok(None);
+        }
+        check_importers(engine, stack, &recorder).await?;
+        let id = report.deploy_id.clone();
+        let holder = holder(&id, &engine.who, "destroy");
+        let locked = Event::LockTaken {
+            holder: holder.clone(),
+        };
+        engine
+            .take_lock(&recorder, run_key(&id, RunEvent::Locked), locked, holder)
+            .await?;
+        let pre = Precondition::HoldsLock(id.clone());
+        let pending: Vec<PendingIntent> = recorder.state().pending.values().cloned().collect();
+        for p in pending.iter().filter(|p| p.operation != Operation::Undo) {
+            reconcile_one(engine, &recorder, &pre, p, None).await?;
+            report.recovered += 1;
+        }
+        Ok(Some(Destroy {
+            engine: engine.clone(),
+            stack: stack.to_string(),
+            id,
+            recorder,
+            pre,
+        }))
+    }
+
+    /// Deletes every resource and old copy, dependents first. `false`: nothing was left.
+    async fn delete_all(
+        &self,
+        options: &DeployOptions,
+        report: &mut StackReport,
+    ) -> Result<bool, EngineError> {
+        let (items, tasks) = {
+            let s = self.recorder.state();
+            let all: Vec<String> = s.resources.keys().cloned().collect();
+            cleanup_graph(&s, &all)
+        };
+        if items.is_empty() {
+            return Ok(false);
+        }
+        self.engine.progress.report(ProgressEvent::StackStarted {
+            stack: &self.stack,
+            operation: "destroy",
+            total: items.len(),
+        });
+        let by_id = cleanup_items(&items);
+        let tally = Tally::default();
+        run_phase(
+            &self.engine,
+            &self.stack,
+            &tasks,
+            options,
+            &tally,
+            |id| cleanup_of(&self.recorder, &by_id[id]),
+            |id| {
+                let item = by_id[&id].clone();
+                let (engine, recorder) = (self.engine.clone(), self.recorder.clone());
+                let (id, pre, options) = (self.id.clone(), self.pre.clone(), options.clone());
+                async move {
+                    let ctx = NestedContext {
+                        parent: None,
+                        options: &options,
+                    };
+                    delete_one(&engine, &recorder, &id, &pre, &item, ctx).await
+                }
+            },
+        )
+        .await;
+        tally.into_report(report)?;
+        Ok(true)
+    }
+
+    /// Records `StackDestroyed` when nothing is left, and releases the lock. True when
+    /// nothing is left.
+    async fn end(&self) -> Result<bool, EngineError> {
+        let empty = {
+            let s = self.recorder.state();
+            s.resources.is_empty() && s.predecessors.is_empty()
+        };
+        if empty {
+            let destroyed = Event::StackDestroyed {
+                deploy_id: self.id.clone(),
+            };
+            self.recorder
+                .append(run_key(&self.id, RunEvent::Destroyed), destroyed, &self.pre)
+                .await?;
+        }
+        release(&self.recorder, &self.id).await?;
+        Ok(empty)
+    }
+}
+
+/// Destroys one stack: every resource in reverse dependency order (at most `concurrency`
+/// deletes at once), honouring `DeletionPolicy`; nested stacks with it. Refused while
+/// another stack imports one of its exports.
+pub async fn destroy_stack<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    options: DeployOptions,
+) -> Result<StackReport, EngineError> {
+    let started = Instant::now();
+    let mut report = StackReport::new(stack, &new_id("x"));
+    let nothing = "the stack has no resources: nothing to destroy";
+    let Some(destroy) = Destroy::begin(&engine, stack, &mut report).await? else {
+        report.status = StackStatus::NoChanges;
+        engine.note(stack, nothing);
+        return Ok(report);
+    };
+    if !destroy.delete_all(&options, &mut report).await? {
+        // Only a lock (of a run that is gone) or interrupted calls were left: settled now.
+        release(&destroy.recorder, &destroy.id).await?;
+        report.status = StackStatus::NoChanges;
+        report.seconds = started.elapsed().as_secs_f64();
+        engine.note(stack, nothing);
+        return Ok(report);
+    }
+    let empty = destroy.end().await?;
+    report.status = if !report.failures.is_empty() {
+        StackStatus::Failed
+    } else if options.stopped() && !empty {
+        StackStatus::Interrupted
+    } else if !report.skipped.is_empty() {
+        StackStatus::Partial
+    } else {
+        StackStatus::Succeeded
+    };
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -1,0 +1,216 @@
+//! Nested stacks (`AWS::CloudFormation::Stack` in a `cdk.out`): a [`Provider`] whose
+//! resource is a child stack `<parent>-<LogicalId>` with its own stream. A create or an
+//! update deploys the child with the engine itself; a delete destroys it. Its `Outputs.X`
+//! attributes are the child's outputs.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+use stackflow_core::intrinsics::bind_parameters;
+use stackflow_core::template::NestedTemplate;
+use stackflow_events::EventStore;
+use stackflow_providers::ProviderError;
+use stackflow_providers::provider::{
+    BoxFuture, Created, Deleted, Provider, ResourceRequest, Updated,
+};
+
+use crate::destroy::destroy_stack;
+use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::report::{StackReport, StackStatus};
+use crate::runner::deploy_stack;
+use crate::stack::StackInput;
+
+/// The resource type of a nested stack.
+pub const NESTED_STACK_TYPE: &str = "AWS::CloudFormation::Stack";
+
+/// The name of a nested stack's child stack.
+pub fn nested_stack_name(parent: &str, logical_id: &str) -> String {
+    format!("{parent}-{logical_id}")
+}
+
+/// The provider of nested stacks, for one parent.
+pub(crate) struct NestedStacks<S> {
+    pub engine: Arc<Engine<S>>,
+    /// The parent being deployed (its nested templates); `None` where only a delete can
+    /// happen (destroy, rollback): a child is not put back without its template.
+    pub parent: Option<Arc<StackInput>>,
+    pub options: DeployOptions,
+}
+
+/// The input of a nested stack: its template, and the `Parameters` property as values.
+fn child_input(
+    parent: &StackInput,
+    child_name: &str,
+    nested: &NestedTemplate,
+    props: &Map<String, Value>,
+) -> Result<StackInput, String> {
+    let mut values: IndexMap<String, String> = IndexMap::new();
+    if let Some(Value::Object(params)) = props.get("Parameters") {
+        for (k, v) in params {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| i.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            values.insert(k.clone(), text);
+        }
+    }
+    let parameters = bind_parameters(&nested.template, &values)
+        .map_err(|e| e.in_file(nested.file.display()).to_string())?;
+    let mut pseudo = parent.pseudo.clone();
+    pseudo.stack_name = child_name.to_string();
+    pseudo.stack_id = None;
+    Ok(StackInput {
+        name: child_name.to_string(),
+        source: nested.file.display().to_string(),
+        template: nested.template.clone(),
+        parameters,
+        pseudo,
+        nested: nested.nested.clone(),
+    })
+}
+
+/// A child's run that did not end well, as a provider error.
+fn child_failed(child: &str, report: &StackReport) -> ProviderError {
+    let first = report
+        .failures
+        .first()
+        .map(|f| {
+            format!(
+                "{} ({}): {}",
+                f.logical_id, f.resource_type, f.error.message
+            )
+        })
+        .unwrap_or_else(|| "it did not finish".into());
+    ProviderError::Other(format!("nested stack {child} failed: {first}"))
+}
+
+fn engine_error(child: &str, e: EngineError) -> ProviderError {
+    ProviderError::Other(format!("nested stack {child}: {e}"))
+}
+
+impl<S: EventStore + 'static> NestedStacks<S> {
+    /// Deploys the child stack of `request`: its name and its outputs as attributes.
+    async fn deploy(
+        &self,
+        request: &ResourceRequest,
+    ) -> Result<(String, IndexMap<String, Value>), ProviderError> {
+        let id = &request.logical_id;
+        let child = request
+            .physical_id
+            .clone()
+            .unwrap_or_else(|| nested_stack_name(&request.stack_name, id));
+        let Some(parent) = &self.parent else {
+            return Err(ProviderError::InvalidRequest(format!(
+                "nested stack {child} was changed; stackflow cannot put its previous template back: deploy the previous version of the parent"
+            )));
+        };
+        let Some(nested) = parent.nested.get(id) else {
+            return Err(ProviderError::InvalidRequest(format!(
+                "{}: Resources.{id}: the nested stack's template was not found (a cdk.out names it in the resource's Metadata `aws:asset:path`)",
+                parent.source
+            )));
+        };
+        let input = child_input(parent, &child, nested, &request.properties)
+            .map_err(ProviderError::InvalidRequest)?;
+        let report = deploy_boxed(self.engine.clone(), input, self.options.clone())
+            .await
+            .map_err(|e| engine_error(&child, e))?;
+        if !matches!(
+            report.status,
+            StackStatus::Succeeded | StackStatus::NoChanges
+        ) {
+            return Err(child_failed(&child, &report));
+        }
+        let outputs = report
+            .outputs
+            .iter()
+            .map(|(k, v)| (format!("Outputs.{k}"), v.clone()))
+            .collect();
+        Ok((child, outputs))
+    }
+}
+
+impl<S: EventStore + 'static> Provider for NestedStacks<S> {
+    fn name(&self) -> &str {
+        "nested-stack"
+    }
+
+    fn handled_properties(&self, _resource_type: &str) -> Option<&[&str]> {
+        None
+    }
+
+    fn create<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Created, ProviderError>> {
+        Box::pin(async move {
+            let (physical_id, attributes) = self.deploy(request).await?;
+            Ok(Created {
+                physical_id,
+                attributes,
+            })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
+        Box::pin(async move {
+            let (physical_id, attributes) = self.deploy(request).await?;
+            Ok(Updated {
+                physical_id,
+                attributes,
+                replaced: false,
+            })
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
+        Box::pin(async move {
+            let child = request.require_physical_id()?.to_string();
+            let report = destroy_boxed(self.engine.clone(), &child, self.options.clone())
+                .await
+                .map_err(|e| engine_error(&child, e))?;
+            match report.status {
+                StackStatus::Succeeded | StackStatus::NoChanges => Ok(Deleted::Done),
+                StackStatus::Partial => Ok(Deleted::Skipped {
+                    reason: format!("nested stack {child} kept some resources"),
+                }),
+                _ => Err(child_failed(&child, &report)),
+            }
+        })
+    }
+}
+
+/// [`deploy_stack`] behind a `Send` box (nested stacks deploy recursively).
+fn deploy_boxed<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    input: StackInput,
+    options: DeployOptions,
+) -> BoxFuture<'static, Result<StackReport, EngineError>> {
+    Box::pin(deploy_stack(engine, input, options))
+}
+
+/// [`destroy_stack`] behind a `Send` box (nested stacks are destroyed recursively).
+fn destroy_boxed<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    options: DeployOptions,
+) -> BoxFuture<'static, Result<StackReport, EngineError>> {
+    let stack = stack.to_string();
+    Box::pin(async move { destroy_stack(engine, &stack, options).await })
+}

@@ -1,0 +1,121 @@
+//! Checks made before the first AWS write of a deploy (and shown by `diff`): every
+//! resource the deploy will touch has a provider, every dynamic reference is well formed,
+//! and every value the template asks for can be known, now or once this stack's own
+//! resources exist. A template that fails one of them changes nothing, instead of failing
+//! halfway and rolling back.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use stackflow_core::intrinsics::as_unknown;
+use stackflow_core::plan::{Action, Plan};
+use stackflow_events::EventStore;
+use stackflow_events::projection::StackState;
+
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
+use crate::secrets::check_dynamic;
+use crate::stack::StackInput;
+
+/// Every unknown marker in `v`, by what it stands for.
+fn unknowns<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    if let Some(what) = as_unknown(v) {
+        out.push(what);
+        return;
+    }
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| unknowns(i, out)),
+        Value::Object(m) => m.values().for_each(|i| unknowns(i, out)),
+        _ => {}
+    }
+}
+
+/// True when a *known after deploy* value is one this stack makes: a resource's `Ref`
+/// (`Queue`) or attribute (`Queue.Arn`).
+fn made_here(input: &StackInput, what: &str) -> bool {
+    let id = what.split_once('.').map_or(what, |(id, _)| id);
+    input.template.resources.contains_key(id)
+}
+
+fn never_known(input: &StackInput, v: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    unknowns(v, &mut found);
+    // A new stack's id is made by its first deploy, in the account's ARN.
+    let stack_id_made = input.pseudo.account_id.is_some();
+    found
+        .into_iter()
+        .filter(|w| !(made_here(input, w) || (stack_id_made && *w == "AWS::StackId")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What would make a deploy of `input` with `plan` fail: one line per problem, each with
+/// its template path.
+pub fn problems<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    input: &Arc<StackInput>,
+    plan: &Plan,
+    state: &StackState,
+) -> Vec<String> {
+    let options = DeployOptions::new();
+    let ctx = NestedContext {
+        parent: Some(input),
+        options: &options,
+    };
+    let mut out = Vec::new();
+    for r in &plan.resources {
+        if !matches!(r.action, Action::Create | Action::Update | Action::Replace) {
+            continue;
+        }
+        let at = format!("Resources.{}", r.logical_id);
+        let recorded = state.resources.get(&r.logical_id).map(|s| s.provider);
+        if let Err(why) = engine.route(&r.resource_type, &r.properties, recorded, ctx) {
+            out.push(format!("{at}: {why}"));
+        }
+        if let Err(why) = check_dynamic(&r.properties) {
+            out.push(format!("{at}.Properties: {why}"));
+        }
+        for what in never_known(input, &Value::Object(r.properties.clone())) {
+            out.push(format!("{at}.Properties: {what} cannot be resolved"));
+        }
+    }
+    for (name, o) in &plan.outputs {
+        for what in never_known(input, &o.value) {
+            out.push(format!("Outputs.{name}.Value: {what} cannot be resolved"));
+        }
+    }
+    out
+}
+
+/// [`problems`] as the error that stops a deploy before anything is changed.
+pub(crate) fn check<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    input: &Arc<StackInput>,
+    plan: &Plan,
+    state: &StackState,
+) -> Result<(), EngineError> {
+    let found = problems(engine, input, plan, state);
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(EngineError::Other(format!(
+        "{}: stack {} cannot be deployed, and nothing was changed:\n  - {}",
+        input.source,
+        input.name,
+        found.join("\n  - ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use stackflow_core::intrinsics::unknown;
+
+    #[test]
+    fn unknown_values_are_found_at_any_depth() {
+        let v = json!({"A": [1, {"B": unknown("export Shared")}], "C": unknown("Queue.Arn")});
+        let mut found = Vec::new();
+        unknowns(&v, &mut found);
+        assert_eq!(found, vec!["export Shared", "Queue.Arn"]);
+    }
+}

@@ -1,0 +1,293 @@
+//! Settling interrupted calls: an intent without an outcome, left by a run that was
+//! killed, is replayed with its recorded token (which makes nothing twice) and what AWS
+//! answers is recorded. Every deploy, rollback and destroy does this first.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use stackflow_core::template::Policy;
+use stackflow_events::event::{Operation, ResourceRecord};
+use stackflow_events::projection::PendingIntent;
+use stackflow_events::{EventStore, Precondition};
+use stackflow_providers::ProviderError;
+use stackflow_providers::provider::{Deleted, Imported};
+
+use crate::deploy::Deployment;
+use crate::engine::{Engine, EngineError, NestedContext};
+use crate::keys::{ActionKey, Phase, op_name};
+use crate::progress::ProgressEvent;
+use crate::recorder::Recorder;
+use crate::secrets::{Masker, contains_mask, for_record, resolve_dynamic};
+use crate::step::Step;
+
+/// How a replay ended: `Ok(what)` when its outcome was recorded, `Err(why)` when it was
+/// not replayed (recorded as skipped).
+type Replayed = Result<Result<String, String>, EngineError>;
+
+impl<S: EventStore + 'static> Deployment<S> {
+    /// Settles every intent without an outcome that earlier runs left.
+    pub(crate) async fn reconcile(&self) -> Result<usize, EngineError> {
+        let pending: Vec<PendingIntent> = {
+            let s = self.recorder.state();
+            s.pending
+                .values()
+                .filter(|p| p.deploy_id != self.deploy_id)
+                .cloned()
+                .collect()
+        };
+        let pre = self.holds();
+        for p in &pending {
+            let outcome = reconcile_one(&self.engine, &self.recorder, &pre, p, Some(self)).await?;
+            self.engine
+                .progress
+                .report(ProgressEvent::ResourceFinished {
+                    stack: self.stack(),
+                    logical_id: &p.logical_id,
+                    resource_type: &p.resource_type,
+                    outcome: "recovered",
+                    seconds: 0.0,
+                    detail: Some(&outcome),
+                });
+        }
+        Ok(pending.len())
+    }
+}
+
+/// Settles one pending intent of an interrupted run, as `pre` allows. Returns what was
+/// found, for the report.
+pub(crate) async fn reconcile_one<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    rec: &Recorder<S>,
+    pre: &Precondition,
+    p: &PendingIntent,
+    deployment: Option<&Deployment<S>>,
+) -> Result<String, EngineError> {
+    let step = Step {
+        rec,
+        pre,
+        deploy_id: &p.deploy_id,
+        key: ActionKey::from_token(&p.token),
+        logical_id: &p.logical_id,
+        resource_type: &p.resource_type,
+        op: p.operation,
+    };
+    let options = deployment.map(|d| d.options.clone()).unwrap_or_default();
+    let ctx = NestedContext {
+        parent: deployment.map(|d| &d.input),
+        options: &options,
+    };
+    let replayed = match p.operation {
+        Operation::Undo => return Ok("left to the rollback".into()),
+        Operation::Update => replay_update(engine, &step, p, ctx).await,
+        Operation::Delete => replay_delete(engine, &step, p, ctx).await,
+        Operation::Create | Operation::Replace => {
+            replay_create(engine, &step, p, deployment, ctx).await
+        }
+    }?;
+    match replayed {
+        Ok(what) => Ok(what),
+        Err(why) => {
+            step.skipped(Phase::Reconciled, &why).await?;
+            Ok(why)
+        }
+    }
+}
+
+/// Finishes an interrupted update with what it sent, so that the state says what AWS
+/// holds; the deploy that follows then changes it as its template says.
+async fn replay_update<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    step: &Step<'_, S>,
+    p: &PendingIntent,
+    ctx: NestedContext<'_>,
+) -> Replayed {
+    let current = step.rec.state().resources.get(&p.logical_id).cloned();
+    let (Some(sent), Some(current)) = (p.properties.clone(), current) else {
+        return Ok(Err(
+            "interrupted before its outcome was recorded; the next deploy makes the change again"
+                .into(),
+        ));
+    };
+    let replay = async {
+        if contains_mask(&Value::Object(sent.clone())) {
+            return Err("its properties hold a masked NoEcho value".to_string());
+        }
+        let provider = engine.recorded_provider(&p.resource_type, p.provider, ctx)?;
+        let (call, _) = resolve_dynamic(engine.lookups.as_ref(), &sent)
+            .await
+            .map_err(|(_, m)| m)?;
+        let mut request = step.request(call);
+        request.physical_id = Some(current.physical_id.clone());
+        request.previous_properties = Some(current.properties.clone());
+        provider.update(&request).await.map_err(|e| e.to_string())
+    };
+    match replay.await {
+        Ok(updated) => {
+            let record = ResourceRecord {
+                logical_id: p.logical_id.clone(),
+                resource_type: p.resource_type.clone(),
+                physical_id: updated.physical_id,
+                properties: sent,
+                attributes: updated.attributes,
+                dependencies: current.dependencies.clone(),
+                provider: current.provider,
+                deletion_policy: current.deletion_policy,
+                update_replace_policy: current.update_replace_policy,
+            };
+            step.updated(Phase::Reconciled, record, current.properties.clone())
+                .await?;
+            Ok(Ok("the interrupted update is done; recorded".into()))
+        }
+        Err(m) => Ok(Err(format!(
+            "interrupted, and could not be finished ({m}); the next deploy makes the change again"
+        ))),
+    }
+}
+
+/// Finishes an interrupted delete (a delete of what is gone already succeeds).
+async fn replay_delete<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    step: &Step<'_, S>,
+    p: &PendingIntent,
+    ctx: NestedContext<'_>,
+) -> Replayed {
+    let physical = p.physical_id.clone().unwrap_or_default();
+    let replaced = step.rec.state().predecessors.contains_key(&physical);
+    let outcome = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
+        Err(m) => Err(m),
+        Ok(provider) => {
+            let mut request = step.request(p.properties.clone().unwrap_or_default());
+            request.physical_id = Some(physical.clone());
+            Deleted::unless_missing(provider.delete(&request).await).map_err(|e| e.to_string())
+        }
+    };
+    match outcome {
+        Ok(_) => {
+            step.deleted(Phase::Reconciled, physical, replaced).await?;
+            Ok(Ok("the interrupted delete is done".into()))
+        }
+        Err(m) => Ok(Err(format!(
+            "the interrupted delete could not be finished: {m}"
+        ))),
+    }
+}
+
+/// What an interrupted create is replayed with, and how the resource is recorded.
+struct Replay {
+    properties: Option<Map<String, Value>>,
+    dependencies: Vec<String>,
+    deletion_policy: Option<Policy>,
+    update_replace_policy: Option<Policy>,
+}
+
+/// The call is replayed with what it sent: the recorded properties. Only where those hold
+/// a masked `NoEcho` value (which must not be sent) do the template's come in.
+fn replay_of<S: EventStore + 'static>(
+    p: &PendingIntent,
+    deployment: Option<&Deployment<S>>,
+) -> Replay {
+    let Some(d) = deployment.filter(|d| d.input.template.resources.contains_key(&p.logical_id))
+    else {
+        return Replay {
+            properties: p.properties.clone(),
+            dependencies: vec![],
+            deletion_policy: None,
+            update_replace_policy: None,
+        };
+    };
+    let r = &d.input.template.resources[&p.logical_id];
+    let dependencies = stackflow_core::graph::Graph::build(&d.input.template, &d.plan.conditions)
+        .ok()
+        .map(|g| {
+            g.dependencies(&p.logical_id)
+                .into_iter()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let from_template = d.with_resolver(|r| r.resolve_properties(&p.logical_id).ok());
+    let recorded = p
+        .properties
+        .clone()
+        .filter(|r| !contains_mask(&Value::Object(r.clone())));
+    Replay {
+        properties: recorded.or(from_template).or_else(|| p.properties.clone()),
+        dependencies,
+        deletion_policy: r.deletion_policy,
+        update_replace_policy: r.update_replace_policy,
+    }
+}
+
+/// Replays an interrupted create with its token: the provider answers with the resource
+/// that call made, or makes it now. A named resource that exists is adopted only through
+/// the provider's import of the same name.
+async fn replay_create<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    step: &Step<'_, S>,
+    p: &PendingIntent,
+    deployment: Option<&Deployment<S>>,
+    ctx: NestedContext<'_>,
+) -> Replayed {
+    let replay = replay_of(p, deployment);
+    let Some(props) = replay.properties else {
+        return Ok(Err("interrupted, and its properties are not known: check AWS for a resource made by this call".into()));
+    };
+    let record_props = match deployment {
+        Some(d) => for_record(&props, &d.secrets),
+        None => props.clone(),
+    };
+    let call_props = match resolve_dynamic(engine.lookups.as_ref(), &props).await {
+        Ok((c, _)) => c,
+        Err((_, m)) => return Ok(Err(format!("interrupted, and cannot be replayed: {m}"))),
+    };
+    let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
+        Ok(x) => x,
+        Err(m) => return Ok(Err(m)),
+    };
+    let request = step.request(call_props);
+    let found = match provider.create(&request).await {
+        Ok(c) => Ok((c.physical_id, c.attributes)),
+        Err(ProviderError::AlreadyExists(m)) => match provider.import(&request).await {
+            Ok(Imported::Found {
+                physical_id,
+                attributes,
+            }) => Ok((physical_id, attributes)),
+            _ => Err(ProviderError::AlreadyExists(m)),
+        },
+        Err(e) => Err(e),
+    };
+    let verb = op_name(p.operation);
+    match found {
+        Ok((physical_id, attributes)) => {
+            let record = ResourceRecord {
+                logical_id: p.logical_id.clone(),
+                resource_type: p.resource_type.clone(),
+                physical_id: physical_id.clone(),
+                properties: record_props,
+                attributes,
+                dependencies: replay.dependencies,
+                provider: p.provider,
+                deletion_policy: replay.deletion_policy,
+                update_replace_policy: replay.update_replace_policy,
+            };
+            let replaces = (p.operation == Operation::Replace)
+                .then(|| p.physical_id.clone())
+                .flatten();
+            step.created(Phase::Reconciled, record, replaces).await?;
+            Ok(Ok(format!(
+                "the interrupted {verb} made {physical_id}; recorded"
+            )))
+        }
+        Err(e) => {
+            let masker = Masker {
+                resolution: None,
+                secrets: deployment.map(|d| d.secrets.as_slice()).unwrap_or(&[]),
+            };
+            step.failed(Phase::Reconciled, masker.error(&e)).await?;
+            Ok(Ok(format!(
+                "the interrupted {verb} failed: {}",
+                e.message()
+            )))
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! Rollback: the journal of a failed deploy undone, last entry first. A created resource
+//! is deleted, an updated one gets its previous properties back, a replacement's new
+//! resource is deleted and the old one stays. Run by a failed deploy itself, or later by
+//! `stackflow rollback`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use stackflow_core::template::Policy;
+use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
+use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent};
+use stackflow_events::{EventStore, Precondition};
+use stackflow_providers::ProviderError;
+
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext, holder};
+use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
+use crate::progress::ProgressEvent;
+use crate::reconcile::reconcile_one;
+use crate::recorder::Recorder;
+use crate::report::{Failure, RollbackReport, StackReport, StackStatus};
+use crate::secrets::{Masker, resolve_dynamic};
+use crate::step::Step;
+
+/// A rollback of a failed deploy's journal.
+pub struct Rollback<'a, S> {
+    pub(crate) engine: Arc<Engine<S>>,
+    pub(crate) stack: String,
+    pub(crate) rollback_id: String,
+    /// The run that holds the lock while the rollback runs.
+    pub(crate) lock_id: String,
+    /// The deploy whose journal is undone.
+    pub(crate) deploy_id: String,
+    pub(crate) recorder: &'a Recorder<S>,
+}
+
+/// A rollback that owns its recorder (the `rollback` command).
+pub struct OwnedRollback<S> {
+    engine: Arc<Engine<S>>,
+    stack: String,
+    rollback_id: String,
+    deploy_id: Option<String>,
+    recorder: Recorder<S>,
+}
+
+/// What undoing one entry means.
+struct Undo {
+    /// The resource acted on.
+    physical_id: String,
+    resource_type: String,
+    provider: ProviderKind,
+    /// The properties the delete is sent with (a custom resource's handler needs its
+    /// `ServiceToken`), or the update is sent from.
+    current: Option<Map<String, Value>>,
+    /// `Some`: restore these properties; `None`: delete.
+    restore: Option<Map<String, Value>>,
+}
+
+impl Undo {
+    fn of<S: EventStore>(entry: &JournalEntry, rec: &Recorder<S>) -> Undo {
+        let current = rec
+            .state()
+            .resources
+            .get(&entry.logical_id)
+            .map(|r| r.properties.clone());
+        match &entry.step {
+            JournalStep::Created {
+                physical_id,
+                resource_type,
+                provider,
+                properties,
+            } => Undo {
+                physical_id: physical_id.clone(),
+                resource_type: resource_type.clone(),
+                provider: *provider,
+                current: Some(properties.clone()),
+                restore: None,
+            },
+            JournalStep::Replaced {
+                new_physical_id,
+                resource_type,
+                provider,
+                ..
+            } => Undo {
+                physical_id: new_physical_id.clone(),
+                resource_type: resource_type.clone(),
+                provider: *provider,
+                current,
+                restore: None,
+            },
+            JournalStep::Updated {
+                physical_id,
+                previous,
+            } => Undo {
+                physical_id: physical_id.clone(),
+                resource_type: previous.resource_type.clone(),
+                provider: previous.provider,
+                current,
+                restore: Some(previous.properties.clone()),
+            },
+        }
+    }
+}
+
+impl<S: EventStore + 'static> Rollback<'_, S> {
+    /// Undoes every entry not undone yet, last first, and records the end.
+    pub(crate) async fn undo_all(&self) -> Result<RollbackReport, EngineError> {
+        let pre = Precondition::HoldsLock(self.lock_id.clone());
+        self.recorder
+            .append(
+                run_key(&self.rollback_id, RunEvent::Started),
+                Event::RollbackStarted {
+                    deploy_id: self.deploy_id.clone(),
+                    rollback_id: self.rollback_id.clone(),
+                },
+                &pre,
+            )
+            .await?;
+        let entries: Vec<JournalEntry> = self.recorder.state().journal.to_undo().cloned().collect();
+        let progress = &self.engine.progress;
+        progress.report(ProgressEvent::StackStarted {
+            stack: &self.stack,
+            operation: "rollback",
+            total: entries.len(),
+        });
+        let mut report = RollbackReport::default();
+        for entry in entries {
+            let started = Instant::now();
+            let undo = Undo::of(&entry, self.recorder);
+            let id = entry.logical_id.as_str();
+            let ty = undo.resource_type.clone();
+            progress.report(ProgressEvent::ResourceStarted {
+                stack: &self.stack,
+                logical_id: id,
+                resource_type: &ty,
+                action: "undo",
+            });
+            let result = self.undo_one(&entry, undo, &pre).await?;
+            let (outcome, detail) = match &result {
+                Ok(how) => (how.as_str(), None),
+                Err(e) => ("failed", Some(e.message.as_str())),
+            };
+            progress.report(ProgressEvent::ResourceFinished {
+                stack: &self.stack,
+                logical_id: id,
+                resource_type: &ty,
+                outcome,
+                seconds: started.elapsed().as_secs_f64(),
+                detail,
+            });
+            match result {
+                Ok(how) => report.undone.push((id.to_string(), how)),
+                Err(error) => report.failed.push(Failure {
+                    logical_id: id.to_string(),
+                    resource_type: ty,
+                    action: "undo".into(),
+                    error,
+                }),
+            }
+        }
+        self.recorder
+            .append(
+                run_key(&self.rollback_id, RunEvent::Finished),
+                Event::RollbackFinished {
+                    deploy_id: self.deploy_id.clone(),
+                    complete: report.complete(),
+                    errors: report.failed.iter().map(|f| f.error.clone()).collect(),
+                },
+                &pre,
+            )
+            .await?;
+        Ok(report)
+    }
+
+    /// **Rollback** handler: undoes one journal entry.
+    async fn undo_one(
+        &self,
+        entry: &JournalEntry,
+        undo: Undo,
+        pre: &Precondition,
+    ) -> Result<Result<String, ErrorInfo>, EngineError> {
+        let id = &entry.logical_id;
+        let resource_type = undo.resource_type.clone();
+        let step = Step {
+            rec: self.recorder,
+            pre,
+            deploy_id: &self.deploy_id,
+            key: ActionKey::new(&self.rollback_id, id, Operation::Undo),
+            logical_id: id,
+            resource_type: &resource_type,
+            op: Operation::Undo,
+        };
+        // A created resource whose DeletionPolicy keeps it stays (as CloudFormation's
+        // rollback keeps it), unless the policy is RetainExceptOnCreate.
+        if matches!(entry.step, JournalStep::Created { .. }) {
+            let policy = self
+                .recorder
+                .state()
+                .resources
+                .get(id)
+                .and_then(|r| r.deletion_policy);
+            if matches!(policy, Some(Policy::Retain | Policy::Snapshot)) {
+                step.undone("retained").await?;
+                return Ok(Ok("retained".into()));
+            }
+        }
+        step.intent(
+            undo.provider,
+            Some(undo.physical_id.clone()),
+            undo.restore.clone(),
+        )
+        .await?;
+        match self.call(&step, undo).await {
+            Ok(how) => {
+                step.undone(how).await?;
+                Ok(Ok(how.to_string()))
+            }
+            Err(e) => {
+                step.failed(Phase::Failed, e.clone()).await?;
+                Ok(Err(e))
+            }
+        }
+    }
+
+    /// The provider call that undoes one entry.
+    async fn call(&self, step: &Step<'_, S>, undo: Undo) -> Result<&'static str, ErrorInfo> {
+        let options = DeployOptions::new();
+        // No template is at hand: a nested stack can be deleted, not put back.
+        let ctx = NestedContext {
+            parent: None,
+            options: &options,
+        };
+        let plain = Masker {
+            resolution: None,
+            secrets: &[],
+        };
+        let provider = self
+            .engine
+            .recorded_provider(&undo.resource_type, undo.provider, ctx)
+            .map_err(|m| plain.info("Unsupported", &m))?;
+        match undo.restore {
+            None => {
+                let mut request = step.request(undo.current.unwrap_or_default());
+                request.physical_id = Some(undo.physical_id);
+                match provider.delete(&request).await {
+                    Ok(_) => Ok("deleted"),
+                    Err(ProviderError::NotFound(_)) => Ok("already-gone"),
+                    Err(e) => Err(plain.error(&e)),
+                }
+            }
+            Some(previous) => {
+                let (call, resolution) = resolve_dynamic(self.engine.lookups.as_ref(), &previous)
+                    .await
+                    .map_err(|(name, message)| ErrorInfo { name, message })?;
+                let mut request = step.request(call);
+                request.physical_id = Some(undo.physical_id);
+                request.previous_properties = undo.current;
+                let masker = Masker {
+                    resolution: Some(&resolution),
+                    secrets: &[],
+                };
+                match provider.update(&request).await {
+                    Ok(_) => Ok("restored"),
+                    Err(e) => Err(masker.error(&e)),
+                }
+            }
+        }
+    }
+}
+
+impl<S: EventStore + 'static> OwnedRollback<S> {
+    /// Takes the lock as a rollback (breaking a gone holder's), and readies the rollback
+    /// of the stack's journal (`expected`: the deploy it should belong to).
+    pub async fn begin(
+        engine: Arc<Engine<S>>,
+        stack: &str,
+        expected: Option<String>,
+    ) -> Result<OwnedRollback<S>, EngineError> {
+        let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
+        let rollback_id = new_id("r");
+        let holder = holder(&rollback_id, &engine.who, "rollback");
+        engine
+            .take_lock(
+                &recorder,
+                run_key(&rollback_id, RunEvent::Locked),
+                Event::LockTaken {
+                    holder: holder.clone(),
+                },
+                holder,
+            )
+            .await?;
+        let deploy_id = recorder.state().journal.deploy_id.clone();
+        if let (Some(e), Some(d)) = (&expected, &deploy_id)
+            && e != d
+        {
+            return Err(EngineError::Other(format!(
+                "stack {stack}: the journal belongs to {d}, not {e}"
+            )));
+        }
+        Ok(OwnedRollback {
+            engine,
+            stack: stack.to_string(),
+            rollback_id,
+            deploy_id,
+            recorder,
+        })
+    }
+
+    /// Reconciles interrupted calls, undoes the journal, releases the lock.
+    pub async fn run(&self) -> Result<RollbackReport, EngineError> {
+        let pre = Precondition::HoldsLock(self.rollback_id.clone());
+        let pending: Vec<PendingIntent> = self.recorder.state().pending.values().cloned().collect();
+        for p in &pending {
+            reconcile_one(&self.engine, &self.recorder, &pre, p, None).await?;
+        }
+        let report = match &self.deploy_id {
+            Some(deploy_id) => {
+                let r = Rollback {
+                    engine: self.engine.clone(),
+                    stack: self.stack.clone(),
+                    rollback_id: self.rollback_id.clone(),
+                    lock_id: self.rollback_id.clone(),
+                    deploy_id: deploy_id.clone(),
+                    recorder: &self.recorder,
+                };
+                r.undo_all().await?
+            }
+            None => RollbackReport::default(),
+        };
+        self.recorder
+            .append(
+                run_key(&self.rollback_id, RunEvent::Released),
+                Event::LockReleased {
+                    deploy_id: self.rollback_id.clone(),
+                },
+                &Precondition::ReleaseLock(self.rollback_id.clone()),
+            )
+            .await?;
+        Ok(report)
+    }
+
+    /// The deploy whose journal this rollback undoes (`None`: nothing to roll back).
+    pub fn deploy_id(&self) -> Option<&str> {
+        self.deploy_id.as_deref()
+    }
+}
+
+/// Rolls back the journal of a stack's failed (or interrupted) deploy. Safe to run again:
+/// a second run finds nothing to undo.
+pub async fn rollback_stack<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+) -> Result<StackReport, EngineError> {
+    let started = Instant::now();
+    let rollback = OwnedRollback::begin(engine.clone(), stack, None).await?;
+    let mut report = StackReport::new(stack, &rollback.rollback_id);
+    let nothing = rollback.deploy_id().is_none()
+        || rollback.recorder.state().journal.to_undo().next().is_none();
+    let r = rollback.run().await?;
+    if nothing && r.undone.is_empty() {
+        report.status = StackStatus::NoChanges;
+        engine.note(stack, "nothing to roll back");
+    } else {
+        report.status = if r.complete() {
+            StackStatus::Succeeded
+        } else {
+            StackStatus::Failed
+        };
+        report.failures = r.failed.clone();
+        report.rollback = Some(r);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}

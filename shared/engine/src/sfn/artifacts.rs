@@ -1,0 +1,175 @@
+//! Where a deploy's documents live in the engine's bucket: under
+//! `deploys/<stack>/<deploy>/`, the stack input, `plan.json`, each phase's graph
+//! (`provision.json`, `cleanup.json`), the gates' tokens and the `done`/`failed` markers.
+
+use serde::Deserialize;
+use stackflow_events::EventStore;
+
+use super::errors::{ErrorKind, TaskError};
+use super::payloads::Phase;
+use super::tasks::Tasks;
+use crate::deploy::{Deployment, PlanDocument};
+use crate::schedule::Task;
+
+/// A failed AWS call of a task.
+pub(crate) fn aws_error<E: std::fmt::Display>(what: &str, e: E) -> TaskError {
+    TaskError::new(ErrorKind::Aws, format!("{what}: {e}"))
+}
+
+/// The folder of one deploy's documents.
+pub(crate) fn prefix(stack: &str, deploy_id: &str) -> String {
+    format!("deploys/{stack}/{deploy_id}/")
+}
+
+impl<S: EventStore + 'static> Tasks<S> {
+    pub(crate) async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), TaskError> {
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| {
+                aws_error(
+                    &format!("PutObject s3://{}/{key}", self.bucket),
+                    aws_sdk_s3::error::DisplayErrorContext(e),
+                )
+            })?;
+        Ok(())
+    }
+
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, TaskError> {
+        match self
+            .s3
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                let bytes =
+                    out.body.collect().await.map_err(|e| {
+                        aws_error(&format!("GetObject s3://{}/{key}", self.bucket), e)
+                    })?;
+                Ok(Some(bytes.into_bytes().to_vec()))
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
+            Err(e) => Err(aws_error(
+                &format!("GetObject s3://{}/{key}", self.bucket),
+                aws_sdk_s3::error::DisplayErrorContext(e),
+            )),
+        }
+    }
+
+    pub(crate) async fn exists(&self, key: &str) -> Result<bool, TaskError> {
+        match self
+            .s3
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(false),
+            Err(e) => Err(aws_error(
+                &format!("HeadObject s3://{}/{key}", self.bucket),
+                aws_sdk_s3::error::DisplayErrorContext(e),
+            )),
+        }
+    }
+
+    pub(crate) async fn list(&self, prefix: &str) -> Result<Vec<String>, TaskError> {
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .s3
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(token.clone())
+                .send()
+                .await
+                .map_err(|e| {
+                    aws_error(
+                        &format!("ListObjectsV2 s3://{}/{prefix}", self.bucket),
+                        aws_sdk_s3::error::DisplayErrorContext(e),
+                    )
+                })?;
+            keys.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(String::from)),
+            );
+            match out.next_continuation_token() {
+                Some(t) if out.is_truncated() == Some(true) => token = Some(t.to_string()),
+                _ => break,
+            }
+        }
+        Ok(keys)
+    }
+
+    pub(crate) async fn json<T: for<'de> Deserialize<'de>>(
+        &self,
+        key: &str,
+    ) -> Result<T, TaskError> {
+        let body = self.get(key).await?.ok_or_else(|| {
+            TaskError::new(
+                ErrorKind::Input,
+                format!("s3://{}/{key} does not exist", self.bucket),
+            )
+        })?;
+        serde_json::from_slice(&body).map_err(|e| {
+            TaskError::new(
+                ErrorKind::Input,
+                format!(
+                    "s3://{}/{key} is not what stackflow wrote: {e}",
+                    self.bucket
+                ),
+            )
+        })
+    }
+
+    pub(crate) async fn deployment(
+        &self,
+        stack: &str,
+        deploy_id: &str,
+    ) -> Result<Deployment<S>, TaskError> {
+        let doc: PlanDocument = self
+            .json(&format!("{}plan.json", prefix(stack, deploy_id)))
+            .await?;
+        Ok(Deployment::resume(self.engine.clone(), doc).await?)
+    }
+
+    /// The dependencies of each item of a phase, as stored when the phase was planned.
+    pub(crate) async fn graph(
+        &self,
+        stack: &str,
+        deploy_id: &str,
+        phase: Phase,
+    ) -> Result<Vec<Task>, TaskError> {
+        let key = format!("{}{}.json", prefix(stack, deploy_id), phase.as_str());
+        let pairs: Vec<(String, Vec<String>)> = self.json(&key).await?;
+        Ok(pairs
+            .into_iter()
+            .map(|(id, deps)| Task::new(id, deps))
+            .collect())
+    }
+
+    pub(crate) async fn put_graph(
+        &self,
+        stack: &str,
+        deploy_id: &str,
+        phase: Phase,
+        tasks: &[Task],
+    ) -> Result<(), TaskError> {
+        let pairs: Vec<(&String, &Vec<String>)> = tasks.iter().map(|t| (&t.id, &t.deps)).collect();
+        let key = format!("{}{}.json", prefix(stack, deploy_id), phase.as_str());
+        self.put(&key, serde_json::to_vec(&pairs).unwrap_or_default())
+            .await
+    }
+}

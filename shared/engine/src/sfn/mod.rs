@@ -1,0 +1,14 @@
+//! The engine on AWS Step Functions: the deploy's handlers as tasks that take and return
+//! references ([`tasks`]), the state machine definitions they run in ([`definitions`]),
+//! the activity worker ([`worker`]), and the configuration of a Lambda task ([`env`]).
+//! The only part of the engine that talks to AWS itself.
+
+mod artifacts;
+pub mod definitions;
+mod dispatch;
+pub mod env;
+pub mod errors;
+mod gates;
+pub mod payloads;
+pub mod tasks;
+pub mod worker;

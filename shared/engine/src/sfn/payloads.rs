@@ -1,0 +1,131 @@
+//! The documents the state machines pass between tasks: small, and references only
+//! (stack, deploy id, S3 keys), never templates (an execution's payload is at most 256 KB
+//! and its history is kept for 90 days).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use stackflow_events::event::ErrorInfo;
+
+use crate::report::StackStatus;
+
+/// The execution input of a deploy: where its stack input is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployRequest {
+    /// The stack.
+    pub stack: String,
+    /// The S3 key (in the engine's bucket) of the [`StackInput`](crate::stack::StackInput) JSON.
+    pub input_key: String,
+    /// Keep what a failed deploy did.
+    #[serde(default)]
+    pub no_rollback: bool,
+    /// At most this many actions at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// The deploy id (the execution is named after it); a new one when absent.
+    #[serde(default)]
+    pub deploy_id: Option<String>,
+}
+
+fn default_concurrency() -> usize {
+    10
+}
+
+/// Which part of a deploy an item belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Creates, updates, replacements.
+    Provision,
+    /// Deletes of removed resources and replaced predecessors.
+    Cleanup,
+}
+
+impl Phase {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Phase::Provision => "provision",
+            Phase::Cleanup => "cleanup",
+        }
+    }
+}
+
+/// One action of a `Map` iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Item {
+    /// The stack.
+    pub stack: String,
+    /// The deploy.
+    pub deploy_id: String,
+    /// The action's id: a logical id, or `predecessor:<physical id>` in cleanup.
+    pub id: String,
+    /// Its phase.
+    pub phase: Phase,
+}
+
+/// A deploy's reference, passed from state to state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployRef {
+    /// The stack.
+    pub stack: String,
+    /// The deploy (empty when nothing changed).
+    pub deploy_id: String,
+    /// True when nothing changed (the execution ends at once).
+    #[serde(default)]
+    pub no_changes: bool,
+    /// True when an action failed.
+    #[serde(default)]
+    pub failed: bool,
+    /// The next `Map`'s items.
+    #[serde(default)]
+    pub items: Vec<Item>,
+}
+
+/// What an item's task did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemResult {
+    /// The action.
+    pub id: String,
+    /// `created`, `updated`, `replaced`, `deleted`, `retained`, `skipped`, `failed`,
+    /// `not-started` (an earlier failure stopped the deploy).
+    pub outcome: String,
+    /// The error, when it failed.
+    #[serde(default)]
+    pub error: Option<ErrorInfo>,
+}
+
+/// The end of a deploy, destroy or rollback execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ended {
+    /// The stack.
+    pub stack: String,
+    /// The run.
+    pub deploy_id: String,
+    /// How it ended.
+    pub status: StackStatus,
+    /// The outputs.
+    #[serde(default)]
+    pub outputs: indexmap::IndexMap<String, Value>,
+    /// The first error, when it failed.
+    #[serde(default)]
+    pub error: Option<ErrorInfo>,
+}
+
+/// A stack to destroy or roll back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StackRequest {
+    /// The stack.
+    pub stack: String,
+}
+
+/// The gate's answer, sent as the gate task's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateAnswer {
+    /// True: act; false: an earlier failure stopped the deploy.
+    pub go: bool,
+}

@@ -1,0 +1,337 @@
+//! The deploy's task handlers as Step Functions runs them: each handler takes and returns
+//! small JSON documents that carry references (stack, deploy id, S3 keys), never
+//! templates, and rebuilds what it needs from the event store and the engine's bucket.
+//!
+//! The handlers are the embedded engine's ([`Deployment::begin`], [`Deployment::provision`],
+//! [`Deployment::cleanup`], [`Deployment::finish`], [`Deployment::fail`]), unchanged; this
+//! module adds only where their inputs live and how a resource waits for its own
+//! dependencies: the *gate*.
+//!
+//!
+//! The documents are in [`super::payloads`], their place in the bucket in
+//! [`super::artifacts`], the waiting in [`super::gates`], and the task names in
+//! [`super::dispatch`].
+
+use std::sync::Arc;
+
+use stackflow_events::EventStore;
+use stackflow_events::event::{ErrorInfo, Event};
+
+pub use super::dispatch::TASK_NAMES;
+pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
+pub use super::payloads::{
+    DeployRef, DeployRequest, Ended, GateAnswer, Item, ItemResult, Phase, StackRequest,
+};
+
+use super::artifacts::prefix;
+use crate::deploy::{Cleanup, Deployment};
+use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::report::{Done, Failure, StackStatus};
+use crate::rollback::rollback_stack;
+use crate::schedule::Task;
+use crate::stack::StackInput;
+
+/// What the handlers need besides the engine: the bucket and Step Functions (to release
+/// gates).
+pub struct Tasks<S> {
+    /// The engine.
+    pub engine: Arc<Engine<S>>,
+    /// S3, for inputs, plans and gates.
+    pub s3: aws_sdk_s3::Client,
+    /// Step Functions, to release gates.
+    pub sfn: aws_sdk_sfn::Client,
+    /// The engine's bucket.
+    pub bucket: String,
+}
+
+impl<S: EventStore + 'static> Tasks<S> {
+    /// **Plan**: takes the lock, reconciles interrupted calls, plans, and stores the plan.
+    pub async fn plan(&self, req: DeployRequest) -> Result<DeployRef, TaskError> {
+        let input: StackInput = self.json(&req.input_key).await?;
+        if input.name != req.stack {
+            return Err(TaskError::new(
+                ErrorKind::Input,
+                format!(
+                    "the input at {} is for stack {}, not {}",
+                    req.input_key, input.name, req.stack
+                ),
+            ));
+        }
+        let mut options = DeployOptions::new();
+        options.no_rollback = req.no_rollback;
+        options.concurrency = req.concurrency.max(1);
+        options.deploy_id = req.deploy_id.clone();
+        let (deployment, report) = Deployment::begin(self.engine.clone(), input, options).await?;
+        let Some(d) = deployment else {
+            return Ok(DeployRef {
+                stack: req.stack,
+                deploy_id: report.deploy_id,
+                no_changes: true,
+                failed: false,
+                items: vec![],
+            });
+        };
+        let p = prefix(&req.stack, &d.deploy_id);
+        self.put(
+            &format!("{p}plan.json"),
+            serde_json::to_vec(&d.document()).unwrap_or_default(),
+        )
+        .await?;
+        let tasks = d.provision_tasks();
+        self.put_graph(&req.stack, &d.deploy_id, Phase::Provision, &tasks)
+            .await?;
+        Ok(DeployRef {
+            stack: req.stack.clone(),
+            deploy_id: d.deploy_id.clone(),
+            no_changes: false,
+            failed: false,
+            items: tasks
+                .iter()
+                .map(|t| Item {
+                    stack: req.stack.clone(),
+                    deploy_id: d.deploy_id.clone(),
+                    id: t.id.clone(),
+                    phase: Phase::Provision,
+                })
+                .collect(),
+        })
+    }
+
+    /// **Provision** (or a cleanup delete): one action, then the gates it opens.
+    pub async fn act(&self, item: &Item) -> Result<ItemResult, TaskError> {
+        let p = prefix(&item.stack, &item.deploy_id);
+        let d = self.deployment(&item.stack, &item.deploy_id).await?;
+        let outcome = match item.phase {
+            Phase::Provision => d.provision(&item.id).await?,
+            Phase::Cleanup => {
+                let cleanup = match item.id.strip_prefix("predecessor:") {
+                    Some(physical) => Cleanup::Predecessor(physical.to_string()),
+                    None => Cleanup::Removed(item.id.clone()),
+                };
+                d.cleanup(&cleanup).await?
+            }
+        };
+        match outcome {
+            Ok(done) => {
+                self.put(
+                    &format!("{p}done/{}/{}", item.phase.as_str(), item.id),
+                    Vec::new(),
+                )
+                .await?;
+                self.open_dependents(item).await?;
+                let (outcome, reason) = match &done {
+                    Done::Retained(r) | Done::Skipped(r) => (done.word(), Some(r.clone())),
+                    _ => (done.word(), None),
+                };
+                Ok(ItemResult {
+                    id: item.id.clone(),
+                    outcome: outcome.to_string(),
+                    error: reason.map(|r| ErrorInfo {
+                        name: "Skipped".into(),
+                        message: r,
+                    }),
+                })
+            }
+            Err(failure) => {
+                self.put(&format!("{p}failed"), Vec::new()).await?;
+                // Every gate that waits now will not open: release them as "stop".
+                let gates = self
+                    .list(&format!("{p}gates/{}/", item.phase.as_str()))
+                    .await?;
+                for key in gates {
+                    let id = key.rsplit('/').next().unwrap_or_default();
+                    if self
+                        .exists(&format!("{p}done/{}/{id}", item.phase.as_str()))
+                        .await?
+                    {
+                        continue;
+                    }
+                    if let Some(token) = self.get(&key).await? {
+                        self.release(&String::from_utf8_lossy(&token), false)
+                            .await?;
+                    }
+                }
+                Ok(ItemResult {
+                    id: item.id.clone(),
+                    outcome: "failed".into(),
+                    error: Some(failure.error),
+                })
+            }
+        }
+    }
+
+    /// **Conclude**: after provisioning, either the cleanup items (in the order they may
+    /// start) or `failed`.
+    pub async fn conclude(&self, r: DeployRef) -> Result<DeployRef, TaskError> {
+        let p = prefix(&r.stack, &r.deploy_id);
+        if self.exists(&format!("{p}failed")).await? {
+            return Ok(DeployRef {
+                failed: true,
+                items: vec![],
+                ..r
+            });
+        }
+        let d = self.deployment(&r.stack, &r.deploy_id).await?;
+        let (_, tasks) = d.cleanup_tasks();
+        let ordered = topological(&tasks);
+        self.put_graph(&r.stack, &r.deploy_id, Phase::Cleanup, &ordered)
+            .await?;
+        Ok(DeployRef {
+            items: ordered
+                .iter()
+                .map(|t| Item {
+                    stack: r.stack.clone(),
+                    deploy_id: r.deploy_id.clone(),
+                    id: t.id.clone(),
+                    phase: Phase::Cleanup,
+                })
+                .collect(),
+            failed: false,
+            ..r
+        })
+    }
+
+    /// **Finish**: outputs, exports, `DeployCompleted`, the lock released.
+    pub async fn finish(&self, r: DeployRef) -> Result<Ended, TaskError> {
+        let p = prefix(&r.stack, &r.deploy_id);
+        if self.exists(&format!("{p}failed")).await? {
+            return self.fail(r).await;
+        }
+        let d = self.deployment(&r.stack, &r.deploy_id).await?;
+        let outputs = d.finish().await?;
+        Ok(Ended {
+            stack: r.stack,
+            deploy_id: r.deploy_id,
+            status: StackStatus::Succeeded,
+            outputs,
+            error: None,
+        })
+    }
+
+    /// **Fail**: `DeployFailed` with the first error, the rollback (unless
+    /// `noRollback`), the lock released.
+    pub async fn fail(&self, r: DeployRef) -> Result<Ended, TaskError> {
+        let d = self.deployment(&r.stack, &r.deploy_id).await?;
+        let events = self
+            .engine
+            .store
+            .read(d.recorder.stream(), 0)
+            .await
+            .map_err(EngineError::from)?;
+        let first = events.iter().find_map(|e| match &e.event {
+            Event::ResourceFailed {
+                deploy_id,
+                logical_id,
+                operation,
+                error,
+            } if *deploy_id == r.deploy_id => Some(Failure {
+                logical_id: logical_id.clone(),
+                resource_type: d
+                    .plan
+                    .resource(logical_id)
+                    .map(|x| x.resource_type.clone())
+                    .unwrap_or_default(),
+                action: format!("{operation:?}").to_lowercase(),
+                error: error.clone(),
+            }),
+            _ => None,
+        });
+        let already = {
+            let s = d.recorder.state();
+            s.lock.as_ref().is_none_or(|h| h.deploy_id != r.deploy_id)
+        };
+        if !already {
+            d.fail(first.as_ref(), "an action failed", true).await?;
+        }
+        Ok(Ended {
+            stack: r.stack,
+            deploy_id: r.deploy_id,
+            status: StackStatus::Failed,
+            outputs: Default::default(),
+            error: first.map(|f| f.error),
+        })
+    }
+
+    /// **Destroy**: the whole stack, with the embedded runner's order and concurrency.
+    pub async fn destroy(&self, r: StackRequest) -> Result<Ended, TaskError> {
+        let report =
+            crate::destroy::destroy_stack(self.engine.clone(), &r.stack, DeployOptions::new())
+                .await?;
+        Ok(Ended {
+            stack: r.stack,
+            deploy_id: report.deploy_id,
+            status: report.status,
+            outputs: Default::default(),
+            error: report.failures.first().map(|f| f.error.clone()),
+        })
+    }
+
+    /// **Rollback**: the journal of the stack's failed deploy, last entry first.
+    pub async fn rollback(&self, r: StackRequest) -> Result<Ended, TaskError> {
+        let report = rollback_stack(self.engine.clone(), &r.stack).await?;
+        Ok(Ended {
+            stack: r.stack,
+            deploy_id: report.deploy_id,
+            status: report.status,
+            outputs: Default::default(),
+            error: report.failures.first().map(|f| f.error.clone()),
+        })
+    }
+}
+
+/// `tasks` in an order where every task comes after the tasks it waits for (ties keep
+/// their order), so that a `Map` that starts items in order never waits on a later one.
+pub fn topological(tasks: &[Task]) -> Vec<Task> {
+    let mut left: Vec<Task> = tasks.to_vec();
+    let mut out: Vec<Task> = Vec::with_capacity(tasks.len());
+    while !left.is_empty() {
+        let pos = left
+            .iter()
+            .position(|t| {
+                t.deps
+                    .iter()
+                    .all(|d| out.iter().any(|o| &o.id == d) || !tasks.iter().any(|x| &x.id == d))
+            })
+            .unwrap_or(0);
+        out.push(left.remove(pos));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topological_order_puts_dependencies_first() {
+        let tasks = vec![
+            Task::new("C", ["B"]),
+            Task::new("A", Vec::<String>::new()),
+            Task::new("B", ["A"]),
+            Task::new("D", ["Z"]),
+        ];
+        let ids: Vec<String> = topological(&tasks).into_iter().map(|t| t.id).collect();
+        assert_eq!(ids, vec!["A", "B", "C", "D"]);
+    }
+
+    #[test]
+    fn payloads_round_trip_in_camel_case() {
+        let item = Item {
+            stack: "app".into(),
+            deploy_id: "d-1".into(),
+            id: "Queue".into(),
+            phase: Phase::Provision,
+        };
+        let v = serde_json::to_value(&item).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"stack":"app","deployId":"d-1","id":"Queue","phase":"provision"})
+        );
+        let back: Item = serde_json::from_value(v).unwrap();
+        assert_eq!(back, item);
+        let req: DeployRequest =
+            serde_json::from_value(serde_json::json!({"stack":"app","inputKey":"k"})).unwrap();
+        assert_eq!(req.concurrency, 10);
+        assert!(!req.no_rollback);
+    }
+}

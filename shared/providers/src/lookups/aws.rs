@@ -1,0 +1,323 @@
+//! [`Lookups`] answered by AWS: CloudFormation (`ListExports`, `DescribeStacks`), Systems
+//! Manager Parameter Store (`GetParameter`), Secrets Manager (`GetSecretValue`) and EC2
+//! (`DescribeAvailabilityZones`).
+//!
+//! EC2 is called without `aws-sdk-ec2` (see [`super::ec2`]).
+
+use aws_sdk_cloudformation::types::StackStatus;
+use aws_sdk_ssm::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_ssm::types::ParameterType;
+use aws_types::SdkConfig;
+use aws_types::region::Region;
+use serde_json::Value;
+use stackflow_core::dynref::DynamicReference;
+use stackflow_core::intrinsics::StackOutputRef;
+
+use super::ec2::Ec2;
+use super::{LookupError, Lookups};
+use crate::provider::BoxFuture;
+
+/// [`Lookups`] that ask AWS, with the credentials, region and endpoint of one
+/// [`SdkConfig`].
+#[derive(Debug, Clone)]
+pub struct AwsLookups {
+    config: SdkConfig,
+    cloudformation: aws_sdk_cloudformation::Client,
+    ssm: aws_sdk_ssm::Client,
+    secrets: aws_sdk_secretsmanager::Client,
+    ec2: Ec2,
+}
+
+impl AwsLookups {
+    /// Clients for `config`: CloudFormation, SSM and Secrets Manager through the SDK, EC2
+    /// through [`Ec2`].
+    pub fn new(config: &SdkConfig) -> Self {
+        AwsLookups {
+            config: config.clone(),
+            cloudformation: aws_sdk_cloudformation::Client::new(config),
+            ssm: aws_sdk_ssm::Client::new(config),
+            secrets: aws_sdk_secretsmanager::Client::new(config),
+            ec2: Ec2::new(config),
+        }
+    }
+
+    /// The CloudFormation client for `region` (`None`, or the configured region: the
+    /// default client).
+    fn cloudformation_in(&self, region: Option<&str>) -> aws_sdk_cloudformation::Client {
+        match region {
+            Some(r) if self.config.region().map(Region::as_ref) != Some(r) => {
+                let conf = aws_sdk_cloudformation::config::Builder::from(&self.config)
+                    .region(Region::new(r.to_string()))
+                    .build();
+                aws_sdk_cloudformation::Client::from_conf(conf)
+            }
+            _ => self.cloudformation.clone(),
+        }
+    }
+
+    async fn export(&self, name: &str) -> Result<Option<Value>, LookupError> {
+        let what = || format!("export {name}");
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .cloudformation
+                .list_exports()
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| aws_error(what(), &e))?;
+            if let Some(export) = page.exports().iter().find(|e| e.name() == Some(name)) {
+                return Ok(export.value().map(|v| Value::String(v.to_string())));
+            }
+            match page.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_string()),
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    async fn output(&self, r: &StackOutputRef) -> Result<Option<Value>, LookupError> {
+        let what = || {
+            let mut w = format!("output {} of stack {}", r.output_name, r.stack_name);
+            if let Some(region) = &r.region {
+                w.push_str(&format!(" in {region}"));
+            }
+            w
+        };
+        if let Some(role) = &r.role_arn {
+            return Err(LookupError {
+                what: what(),
+                message: format!(
+                    "reading another stack's output with a role ({role}) is not supported yet: \
+                     cross-account roles are not supported"
+                ),
+            });
+        }
+        let client = self.cloudformation_in(r.region.as_deref());
+        let described = match client
+            .describe_stacks()
+            .stack_name(&r.stack_name)
+            .send()
+            .await
+        {
+            Ok(d) => d,
+            Err(e)
+                if e.code() == Some("ValidationError")
+                    && e.message().is_some_and(|m| m.contains("does not exist")) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(aws_error(what(), &e)),
+        };
+        let Some(stack) = described
+            .stacks()
+            .iter()
+            .find(|s| s.stack_status() != Some(&StackStatus::DeleteComplete))
+        else {
+            return Ok(None);
+        };
+        Ok(stack
+            .outputs()
+            .iter()
+            .find(|o| o.output_key() == Some(r.output_name.as_str()))
+            .and_then(|o| o.output_value())
+            .map(|v| Value::String(v.to_string())))
+    }
+
+    /// `GetParameter` of `name` (which may end in `:version`); `Ok(None)` when there is no
+    /// such parameter (or version).
+    async fn get_parameter(
+        &self,
+        what: impl Fn() -> String,
+        name: &str,
+        decrypt: bool,
+    ) -> Result<Option<aws_sdk_ssm::types::Parameter>, LookupError> {
+        match self
+            .ssm
+            .get_parameter()
+            .name(name)
+            .with_decryption(decrypt)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.parameter),
+            Err(e)
+                if e.as_service_error().is_some_and(|s| {
+                    s.is_parameter_not_found() || s.is_parameter_version_not_found()
+                }) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(aws_error(what(), &e)),
+        }
+    }
+
+    async fn parameter(&self, name: &str) -> Result<Option<Value>, LookupError> {
+        let what = || format!("SSM parameter {name}");
+        let Some(parameter) = self.get_parameter(what, name, true).await? else {
+            return Ok(None);
+        };
+        let value = parameter.value().unwrap_or_default();
+        Ok(Some(match parameter.r#type() {
+            Some(ParameterType::StringList) => Value::Array(
+                value
+                    .split(',')
+                    .map(|s| Value::String(s.to_string()))
+                    .collect(),
+            ),
+            _ => Value::String(value.to_string()),
+        }))
+    }
+
+    async fn dynamic(&self, reference: &DynamicReference) -> Result<String, LookupError> {
+        let what = || format!("dynamic reference {reference}");
+        let fail = |message: String| LookupError {
+            what: what(),
+            message,
+        };
+        match reference {
+            DynamicReference::Ssm { name, version }
+            | DynamicReference::SsmSecure { name, version } => {
+                let secure = matches!(reference, DynamicReference::SsmSecure { .. });
+                let selector = match version {
+                    Some(v) => format!("{name}:{v}"),
+                    None => name.clone(),
+                };
+                let Some(parameter) = self.get_parameter(what, &selector, secure).await? else {
+                    return Err(fail(match version {
+                        Some(v) => format!("the parameter {name} has no version {v}"),
+                        None => format!("there is no parameter {name}"),
+                    }));
+                };
+                let kind = parameter.r#type();
+                if !secure && kind == Some(&ParameterType::SecureString) {
+                    return Err(fail(format!(
+                        "the parameter {name} is a SecureString; refer to it with ssm-secure"
+                    )));
+                }
+                if secure && kind.is_some_and(|k| *k != ParameterType::SecureString) {
+                    return Err(fail(format!(
+                        "the parameter {name} is not a SecureString; refer to it with ssm"
+                    )));
+                }
+                Ok(parameter.value.unwrap_or_default())
+            }
+            DynamicReference::SecretsManager {
+                secret_id,
+                json_key,
+                version_stage,
+                version_id,
+            } => {
+                let got = self
+                    .secrets
+                    .get_secret_value()
+                    .secret_id(secret_id)
+                    .set_version_stage(version_stage.clone())
+                    .set_version_id(version_id.clone())
+                    .send()
+                    .await
+                    .map_err(|e| aws_error(what(), &e))?;
+                let Some(text) = got.secret_string else {
+                    return Err(fail(format!(
+                        "the secret {secret_id} has no SecretString (a binary secret cannot be referenced)"
+                    )));
+                };
+                match json_key {
+                    None => Ok(text),
+                    Some(key) => pick_json_key(&text, key).map_err(|m| {
+                        fail(format!("the SecretString of the secret {secret_id} {m}"))
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The value of `key` in the JSON object `text`: a string as it is, any other JSON value
+/// as JSON text. The error (the rest of a sentence) never quotes `text`.
+fn pick_json_key(text: &str, key: &str) -> Result<String, String> {
+    let object = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(object)) => object,
+        _ => return Err(format!("is not a JSON object, so it has no key {key:?}")),
+    };
+    match object.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Ok(other.to_string()),
+        None => Err(format!("has no key {key:?}")),
+    }
+}
+
+impl Lookups for AwsLookups {
+    fn availability_zones<'a>(
+        &'a self,
+        region: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, LookupError>> {
+        Box::pin(async move {
+            self.ec2
+                .availability_zones(region)
+                .await
+                .map_err(|message| LookupError {
+                    what: format!("availability zones of {region}"),
+                    message,
+                })
+        })
+    }
+
+    fn cloudformation_export<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
+        Box::pin(self.export(name))
+    }
+
+    fn cloudformation_output<'a>(
+        &'a self,
+        reference: &'a StackOutputRef,
+    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
+        Box::pin(self.output(reference))
+    }
+
+    fn ssm_parameter<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
+        Box::pin(self.parameter(name))
+    }
+
+    fn dynamic_reference<'a>(
+        &'a self,
+        reference: &'a DynamicReference,
+    ) -> BoxFuture<'a, Result<String, LookupError>> {
+        Box::pin(self.dynamic(reference))
+    }
+}
+
+/// A [`LookupError`] from an AWS SDK error: the service's error code and message, or the
+/// whole cause chain when the service did not answer (timeout, connection failure).
+fn aws_error<E>(what: String, error: &E) -> LookupError
+where
+    E: ProvideErrorMetadata + std::error::Error,
+{
+    let message = match (error.code(), error.message()) {
+        (Some(code), Some(message)) if !message.is_empty() => format!("{code}: {message}"),
+        (Some(code), _) => code.to_string(),
+        _ => DisplayErrorContext(error).to_string(),
+    };
+    LookupError { what, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_keys_are_picked_without_quoting_the_secret() {
+        let secret = r#"{"user":"app","password":"hunter2","port":5432}"#;
+        assert_eq!(pick_json_key(secret, "password").unwrap(), "hunter2");
+        assert_eq!(pick_json_key(secret, "port").unwrap(), "5432");
+        let err = pick_json_key(secret, "missing").unwrap_err();
+        assert_eq!(err, "has no key \"missing\"");
+        let err = pick_json_key("hunter2", "password").unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
