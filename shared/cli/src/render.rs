@@ -125,6 +125,32 @@ pub fn state(stack: &str, region: &str, s: &StackState) -> String {
             h.who, h.operation, h.deploy_id, h.since
         );
     }
+    resources(&mut out, s);
+    if !s.pending.is_empty() {
+        let _ = writeln!(
+            out,
+            "Calls with no recorded outcome (the next deploy reconciles them):"
+        );
+        for p in s.pending.values() {
+            let _ = writeln!(
+                out,
+                "  {} {:?} ({}), token {}",
+                p.logical_id, p.operation, p.resource_type, p.token
+            );
+        }
+    }
+    journal(&mut out, s);
+    if !s.outputs.is_empty() {
+        let _ = writeln!(out, "Outputs:");
+        for (k, v) in &s.outputs {
+            let _ = writeln!(out, "  {k}: {}", value(v));
+        }
+    }
+    out
+}
+
+/// The resources of `stackflow state show`, and the replaced ones awaiting deletion.
+fn resources(out: &mut String, s: &StackState) {
     let _ = writeln!(out, "Resources ({}):", s.resources.len());
     for (id, r) in &s.resources {
         let _ = writeln!(
@@ -155,19 +181,10 @@ pub fn state(stack: &str, region: &str, s: &StackState) -> String {
             );
         }
     }
-    if !s.pending.is_empty() {
-        let _ = writeln!(
-            out,
-            "Calls with no recorded outcome (the next deploy reconciles them):"
-        );
-        for p in s.pending.values() {
-            let _ = writeln!(
-                out,
-                "  {} {:?} ({}), token {}",
-                p.logical_id, p.operation, p.resource_type, p.token
-            );
-        }
-    }
+}
+
+/// The rollback journal of `stackflow state show`: what a rollback would undo.
+fn journal(out: &mut String, s: &StackState) {
     let undo: Vec<_> = s.journal.to_undo().collect();
     if !undo.is_empty() {
         let _ = writeln!(
@@ -190,18 +207,32 @@ pub fn state(stack: &str, region: &str, s: &StackState) -> String {
             let _ = writeln!(out, "  {}: {what}", e.logical_id);
         }
     }
-    if !s.outputs.is_empty() {
-        let _ = writeln!(out, "Outputs:");
-        for (k, v) in &s.outputs {
-            let _ = writeln!(out, "  {k}: {}", value(v));
-        }
-    }
-    out
 }
 
 /// One line of `stackflow events`: position, time, type, resource, outcome.
 pub fn event_line(e: &StoredEvent) -> String {
-    let outcome = match &e.event {
+    let outcome = outcome(&e.event);
+    format!(
+        "{:>6}  {}  {:<20} {:<28} {}",
+        e.seq,
+        e.at,
+        e.event.type_name(),
+        e.event.logical_id().unwrap_or("-"),
+        outcome
+    )
+}
+
+/// What an event of `stackflow events` did, in a few words.
+fn outcome(event: &Event) -> String {
+    match event {
+        Event::ResourceIntent { .. }
+        | Event::ResourceCreated { .. }
+        | Event::ResourceUpdated { .. }
+        | Event::ResourceDeleted { .. }
+        | Event::ResourceRetained { .. }
+        | Event::ResourceSkipped { .. }
+        | Event::ResourceFailed { .. }
+        | Event::ResourceImported { .. } => resource_outcome(event),
         Event::DeployStarted { deploy_id, who, .. } => format!("{deploy_id} by {who}"),
         Event::DeployCompleted { deploy_id, .. } => format!("{deploy_id} completed"),
         Event::DeployFailed {
@@ -209,6 +240,35 @@ pub fn event_line(e: &StoredEvent) -> String {
         } => {
             format!("{deploy_id} failed: {}: {}", error.name, error.message)
         }
+        Event::RollbackStarted { deploy_id, .. } => format!("rolling back {deploy_id}"),
+        Event::RollbackEntryUndone { how, .. } => how.clone(),
+        Event::StackDestroyed { deploy_id } => format!("{deploy_id}: every resource is gone"),
+        Event::RollbackFinished {
+            complete, errors, ..
+        } => {
+            if *complete {
+                "complete".into()
+            } else {
+                format!("incomplete, {} errors", errors.len())
+            }
+        }
+        Event::ImportMarked { resources, .. } => format!("{} marked", resources.len()),
+        Event::BaselineRecorded { .. }
+        | Event::BaselineRefreshed { .. }
+        | Event::BaselineAccepted { .. } => "baseline".into(),
+        Event::DriftChecked { results, .. } => format!("{} resources checked", results.len()),
+        Event::Scrubbed { paths, .. } => format!("{} paths scrubbed", paths.len()),
+        Event::LockTaken { holder } => format!("by {} ({})", holder.who, holder.deploy_id),
+        Event::LockReleased { deploy_id } => deploy_id.clone(),
+        Event::LockBroken { by, previous } => {
+            format!("by {by}, was {} ({})", previous.who, previous.deploy_id)
+        }
+    }
+}
+
+/// What a resource event did, in a few words.
+fn resource_outcome(event: &Event) -> String {
+    match event {
         Event::ResourceIntent {
             operation, token, ..
         } => format!("{operation:?} (token {token})"),
@@ -242,18 +302,6 @@ pub fn event_line(e: &StoredEvent) -> String {
         } => {
             format!("{operation:?} failed: {}: {}", error.name, error.message)
         }
-        Event::RollbackStarted { deploy_id, .. } => format!("rolling back {deploy_id}"),
-        Event::RollbackEntryUndone { how, .. } => how.clone(),
-        Event::StackDestroyed { deploy_id } => format!("{deploy_id}: every resource is gone"),
-        Event::RollbackFinished {
-            complete, errors, ..
-        } => {
-            if *complete {
-                "complete".into()
-            } else {
-                format!("incomplete, {} errors", errors.len())
-            }
-        }
         Event::ResourceImported {
             resource, baseline, ..
         } => format!(
@@ -265,26 +313,8 @@ pub fn event_line(e: &StoredEvent) -> String {
                 ""
             }
         ),
-        Event::ImportMarked { resources, .. } => format!("{} marked", resources.len()),
-        Event::BaselineRecorded { .. }
-        | Event::BaselineRefreshed { .. }
-        | Event::BaselineAccepted { .. } => "baseline".into(),
-        Event::DriftChecked { results, .. } => format!("{} resources checked", results.len()),
-        Event::Scrubbed { paths, .. } => format!("{} paths scrubbed", paths.len()),
-        Event::LockTaken { holder } => format!("by {} ({})", holder.who, holder.deploy_id),
-        Event::LockReleased { deploy_id } => deploy_id.clone(),
-        Event::LockBroken { by, previous } => {
-            format!("by {by}, was {} ({})", previous.who, previous.deploy_id)
-        }
-    };
-    format!(
-        "{:>6}  {}  {:<20} {:<28} {}",
-        e.seq,
-        e.at,
-        e.event.type_name(),
-        e.event.logical_id().unwrap_or("-"),
-        outcome
-    )
+        other => unreachable!("{} is not a resource event", other.type_name()),
+    }
 }
 
 /// The account of one stack's deploy, destroy or rollback: what failed and was rolled
@@ -332,6 +362,20 @@ pub fn report(r: &stackflow_engine::StackReport, operation: &str) -> String {
     for (id, why) in &r.skipped {
         let _ = writeln!(out, "  ! {id} left unaddressed: {why}");
     }
+    rollback(&mut out, r, operation);
+    if !r.outputs.is_empty() {
+        let _ = writeln!(out, "Outputs:");
+        for (k, v) in &r.outputs {
+            let _ = writeln!(out, "  {k} = {}", value(v));
+        }
+    }
+    out
+}
+
+/// What a report says about the rollback: what it undid and could not undo, or why there
+/// was none.
+fn rollback(out: &mut String, r: &stackflow_engine::StackReport, operation: &str) {
+    use stackflow_engine::StackStatus;
     if let Some(rb) = &r.rollback {
         if rb.undone.is_empty() && rb.failed.is_empty() {
             let _ = writeln!(out, "  rollback: nothing to undo");
@@ -375,13 +419,6 @@ pub fn report(r: &stackflow_engine::StackReport, operation: &str) -> String {
             r.stack
         );
     }
-    if !r.outputs.is_empty() {
-        let _ = writeln!(out, "Outputs:");
-        for (k, v) in &r.outputs {
-            let _ = writeln!(out, "  {k} = {}", value(v));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
