@@ -1,6 +1,7 @@
 //! The engine on Step Functions: `deploy|destroy|rollback --remote` start an execution
 //! and follow the stack's events; `worker` runs the executions' tasks on this machine.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -271,52 +272,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         .await
         .map_err(anyhow::Error::msg)?;
     if let Some(role) = &args.create_state_machines {
-        for (name, def) in definitions::ALL {
-            let text = definitions::render(def, &Target::Activities(activities.clone(), 30))
-                .map_err(anyhow::Error::msg)?;
-            let machine = format!("{}-{name}", args.engine);
-            let created = sfn
-                .create_state_machine()
-                .name(&machine)
-                .definition(&text)
-                .role_arn(role)
-                .send()
-                .await;
-            match created {
-                Ok(out) => eprintln!("created state machine {}", out.state_machine_arn),
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(|s| s.is_state_machine_already_exists()) =>
-                {
-                    let account = setup
-                        .account_id
-                        .clone()
-                        .context("updating a state machine needs the account id")?;
-                    let arn = format!(
-                        "arn:{}:states:{}:{account}:stateMachine:{machine}",
-                        partition(&setup.region),
-                        setup.region
-                    );
-                    sfn.update_state_machine()
-                        .state_machine_arn(&arn)
-                        .definition(&text)
-                        .role_arn(role)
-                        .send()
-                        .await
-                        .map_err(|e| {
-                            anyhow::anyhow!(
-                                "UpdateStateMachine {arn}: {}",
-                                crate::aws::brief_error(&e)
-                            )
-                        })?;
-                    eprintln!("updated state machine {arn}");
-                }
-                Err(e) => bail!(
-                    "CreateStateMachine {machine}: {}",
-                    crate::aws::brief_error(&e)
-                ),
-            }
-        }
+        create_state_machines(&sfn, &setup, &args.engine, role, &activities).await?;
     }
     let tasks = Arc::new(Tasks {
         engine: setup.engine.clone(),
@@ -339,4 +295,59 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
     );
     worker.run(stop_on_ctrl_c()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `stackflow worker --create-state-machines ROLE`: creates the engine's state machines on
+/// the activities, or updates those that exist.
+async fn create_state_machines(
+    sfn: &aws_sdk_sfn::Client,
+    setup: &Setup,
+    engine: &str,
+    role: &str,
+    activities: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    for (name, def) in definitions::ALL {
+        let text = definitions::render(def, &Target::Activities(activities.clone(), 30))
+            .map_err(anyhow::Error::msg)?;
+        let machine = format!("{engine}-{name}");
+        let created = sfn
+            .create_state_machine()
+            .name(&machine)
+            .definition(&text)
+            .role_arn(role)
+            .send()
+            .await;
+        match created {
+            Ok(out) => eprintln!("created state machine {}", out.state_machine_arn),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_state_machine_already_exists()) =>
+            {
+                let account = setup
+                    .account_id
+                    .clone()
+                    .context("updating a state machine needs the account id")?;
+                let arn = format!(
+                    "arn:{}:states:{}:{account}:stateMachine:{machine}",
+                    partition(&setup.region),
+                    setup.region
+                );
+                sfn.update_state_machine()
+                    .state_machine_arn(&arn)
+                    .definition(&text)
+                    .role_arn(role)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("UpdateStateMachine {arn}: {}", crate::aws::brief_error(&e))
+                    })?;
+                eprintln!("updated state machine {arn}");
+            }
+            Err(e) => bail!(
+                "CreateStateMachine {machine}: {}",
+                crate::aws::brief_error(&e)
+            ),
+        }
+    }
+    Ok(())
 }
