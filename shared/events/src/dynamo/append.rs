@@ -215,7 +215,7 @@ impl DynamoStore {
                 .await?
                 .ok_or_else(|| {
                     StoreError::Backend(format!(
-                        "DynamoDB table {}: an append of key `{}` was cancelled because the                          key exists, and it does not",
+                        "DynamoDB table {}: an append of key `{}` was cancelled because the key exists, and it does not",
                         self.table, event.key
                     ))
                 })?,
