@@ -37,6 +37,106 @@ pub enum ProviderError {
     Other(String),
 }
 
+/// Error codes that mean throttled: retried with backoff.
+const THROTTLED: &[&str] = &[
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "SlowDown",
+    "ProvisionedThroughputExceededException",
+    "TooManyUpdates",
+    "RequestLimitExceededException",
+    "PriorRequestNotComplete",
+];
+
+/// Error codes that mean transient: retried with backoff.
+const TRANSIENT: &[&str] = &[
+    "InternalFailure",
+    "InternalError",
+    "InternalErrorException",
+    "InternalServerError",
+    "InternalServerErrorException",
+    "InternalServiceError",
+    "ServiceInternalError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "ServiceException",
+    "GeneralServiceException",
+    "NetworkFailure",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "ConcurrentModificationException",
+    "OperationAbortedException",
+    "ResourceConflictException",
+    "ConcurrentOperationException",
+];
+
+/// Error codes that mean "already exists".
+const ALREADY_EXISTS: &[&str] = &[
+    "AlreadyExists",
+    "AlreadyExistsException",
+    "ResourceAlreadyExistsException",
+    "EntityAlreadyExists",
+    "EntityAlreadyExistsException",
+    "ParameterAlreadyExists",
+    "BucketAlreadyExists",
+    "BucketAlreadyOwnedByYou",
+    "QueueAlreadyExists",
+    "QueueNameExists",
+    "TableAlreadyExistsException",
+];
+
+/// Error codes that mean "not found".
+const NOT_FOUND: &[&str] = &[
+    "NotFound",
+    "NotFoundException",
+    "ResourceNotFoundException",
+    "ResourceNotFound",
+    "ParameterNotFound",
+    "NoSuchEntity",
+    "NoSuchEntityException",
+    "NoSuchBucket",
+    "NonExistentQueue",
+    "QueueDoesNotExist",
+    "TopicNotFound",
+];
+
+/// Error codes that mean "not updatable in place".
+const NOT_UPDATABLE: &[&str] = &["NotUpdatable", "NotUpdatableException"];
+
+/// Error codes that mean a wrong request: failed at once.
+const INVALID_REQUEST: &[&str] = &[
+    "ValidationException",
+    "ValidationError",
+    "InvalidRequest",
+    "InvalidRequestException",
+    "InvalidParameterValue",
+    "InvalidParameterValueException",
+    "InvalidParameterException",
+    "InvalidParameterCombination",
+    "InvalidAttributeName",
+    "InvalidAttributeValue",
+    "InvalidInput",
+    "InvalidInputException",
+    "MalformedPolicyDocument",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnauthorizedOperation",
+    "InvalidCredentials",
+    "UnsupportedActionException",
+    "TypeNotFoundException",
+    "ClientTokenConflictException",
+    "ServiceLimitExceeded",
+    "LimitExceededException",
+];
+
+/// A class of error codes, and the error it makes of a message.
+type Class = (&'static [&'static str], fn(String) -> ProviderError);
+
 impl ProviderError {
     /// A stable name for the class (used as the Step Functions error name).
     pub fn name(&self) -> &'static str {
@@ -110,83 +210,17 @@ impl ProviderError {
         let code_str = code.unwrap_or_default();
         // Query-protocol services prefix codes (`AWS.SimpleQueueService.NonExistentQueue`).
         let short = code_str.rsplit('.').next().unwrap_or(code_str);
-        match short {
-            "Throttling"
-            | "ThrottlingException"
-            | "ThrottledException"
-            | "RequestThrottled"
-            | "RequestThrottledException"
-            | "TooManyRequestsException"
-            | "RequestLimitExceeded"
-            | "SlowDown"
-            | "ProvisionedThroughputExceededException"
-            | "TooManyUpdates"
-            | "RequestLimitExceededException"
-            | "PriorRequestNotComplete" => ProviderError::Throttled(text),
-            "InternalFailure"
-            | "InternalError"
-            | "InternalErrorException"
-            | "InternalServerError"
-            | "InternalServerErrorException"
-            | "InternalServiceError"
-            | "ServiceInternalError"
-            | "ServiceUnavailable"
-            | "ServiceUnavailableException"
-            | "ServiceException"
-            | "GeneralServiceException"
-            | "NetworkFailure"
-            | "RequestTimeout"
-            | "RequestTimeoutException"
-            | "ConcurrentModificationException"
-            | "OperationAbortedException"
-            | "ResourceConflictException"
-            | "ConcurrentOperationException" => ProviderError::Transient(text),
-            "AlreadyExists"
-            | "AlreadyExistsException"
-            | "ResourceAlreadyExistsException"
-            | "EntityAlreadyExists"
-            | "EntityAlreadyExistsException"
-            | "ParameterAlreadyExists"
-            | "BucketAlreadyExists"
-            | "BucketAlreadyOwnedByYou"
-            | "QueueAlreadyExists"
-            | "QueueNameExists"
-            | "TableAlreadyExistsException" => ProviderError::AlreadyExists(text),
-            "NotFound"
-            | "NotFoundException"
-            | "ResourceNotFoundException"
-            | "ResourceNotFound"
-            | "ParameterNotFound"
-            | "NoSuchEntity"
-            | "NoSuchEntityException"
-            | "NoSuchBucket"
-            | "NonExistentQueue"
-            | "QueueDoesNotExist"
-            | "TopicNotFound" => ProviderError::NotFound(text),
-            "NotUpdatable" | "NotUpdatableException" => ProviderError::NotUpdatable(text),
-            "ValidationException"
-            | "ValidationError"
-            | "InvalidRequest"
-            | "InvalidRequestException"
-            | "InvalidParameterValue"
-            | "InvalidParameterValueException"
-            | "InvalidParameterException"
-            | "InvalidParameterCombination"
-            | "InvalidAttributeName"
-            | "InvalidAttributeValue"
-            | "InvalidInput"
-            | "InvalidInputException"
-            | "MalformedPolicyDocument"
-            | "AccessDenied"
-            | "AccessDeniedException"
-            | "UnauthorizedOperation"
-            | "InvalidCredentials"
-            | "UnsupportedActionException"
-            | "TypeNotFoundException"
-            | "ClientTokenConflictException"
-            | "ServiceLimitExceeded"
-            | "LimitExceededException" => ProviderError::InvalidRequest(text),
-            _ => match status {
+        let classes: [Class; 6] = [
+            (THROTTLED, ProviderError::Throttled),
+            (TRANSIENT, ProviderError::Transient),
+            (ALREADY_EXISTS, ProviderError::AlreadyExists),
+            (NOT_FOUND, ProviderError::NotFound),
+            (NOT_UPDATABLE, ProviderError::NotUpdatable),
+            (INVALID_REQUEST, ProviderError::InvalidRequest),
+        ];
+        match classes.iter().find(|(codes, _)| codes.contains(&short)) {
+            Some((_, make)) => make(text),
+            None => match status {
                 Some(429) => ProviderError::Throttled(text),
                 Some(404) => ProviderError::NotFound(text),
                 Some(s) if s >= 500 => ProviderError::Transient(text),
