@@ -9,8 +9,10 @@
 //! with a long-lived emulator given through `STACKFLOW_TEST_ENDPOINT`.
 //!
 //! They test the emulator, not stackflow, so they are out of the default run
-//! (`#[ignore]`): run them with `cargo test -p stackflow-tests --test emulator_smoke --
-//! --ignored` when the emulator's version changes.
+//! (`#[ignore]`). `.ci/test` runs them once after each emulator install (every fresh
+//! machine, every version change: `.ci/install-fakecloud` leaves a marker), or when
+//! `STACKFLOW_EMULATOR_SMOKE=1`; by hand: `cargo test -p stackflow-tests --test
+//! emulator_smoke -- --ignored`.
 //!
 //! Kept in one file on purpose: each file under `tests/` links its own binary
 //! with every AWS SDK in it, which is slow on 2 cores.
