@@ -129,6 +129,9 @@ impl Gate {
 #[derive(Debug, Clone)]
 enum Fault {
     Fail(String),
+    /// Fails with a message that quotes the properties sent, as AWS validation errors
+    /// often do.
+    Echo,
     Panic,
     Block(Arc<Gate>),
 }
@@ -271,6 +274,11 @@ impl FakeCloud {
         );
     }
 
+    /// The next `op` on `logical_id` fails with a message quoting what it was sent.
+    pub fn fail_echoing_once(&self, op: Op, logical_id: &str) {
+        self.script(op, logical_id, Fault::Echo, Some(1));
+    }
+
     /// Every `op` on `logical_id` fails from now on.
     pub fn fail_always(&self, op: Op, logical_id: &str) {
         self.script(
@@ -343,6 +351,17 @@ impl FakeCloud {
                 Ok(())
             }
             Some(Fault::Fail(message)) => {
+                self.record(
+                    op,
+                    request,
+                    request.physical_id.clone(),
+                    CallResult::Failed(message.clone()),
+                );
+                Err(ProviderError::InvalidRequest(message))
+            }
+            Some(Fault::Echo) => {
+                let sent = serde_json::to_string(&request.properties).unwrap_or_default();
+                let message = format!("invalid request, it sent {sent}");
                 self.record(
                     op,
                     request,
@@ -786,6 +805,11 @@ pub fn build_engine(
 impl Rig {
     /// A fresh cloud, store and engine.
     pub fn new() -> Rig {
+        Rig::with_lookups(FakeLookups::default())
+    }
+
+    /// A fresh cloud, store and engine, with these lookups.
+    pub fn with_lookups(lookups: FakeLookups) -> Rig {
         let cloud = FakeCloud::new();
         let store = Arc::new(FaultStore::new());
         let lines = Arc::new(Lines::default());
@@ -793,7 +817,7 @@ impl Rig {
         let engine = build_engine(
             store.clone(),
             cloud.clone(),
-            Arc::new(FakeLookups::default()),
+            Arc::new(lookups),
             lines.clone(),
             holders_gone.clone(),
         );
@@ -875,8 +899,17 @@ pub fn template(v: Value) -> Template {
 
 /// The input of stack `name` with template `v` and no parameters.
 pub fn input(name: &str, v: Value) -> StackInput {
+    input_with(name, v, &[])
+}
+
+/// [`input`] with parameter values.
+pub fn input_with(name: &str, v: Value, values: &[(&str, &str)]) -> StackInput {
     let template = template(v);
-    let parameters = bind_parameters(&template, &IndexMap::new()).expect("parameters bind");
+    let values: IndexMap<String, String> = values
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let parameters = bind_parameters(&template, &values).expect("parameters bind");
     StackInput {
         name: name.into(),
         source: format!("{name}.json"),
