@@ -1,0 +1,340 @@
+//! The stack's lock: taking, holding, releasing and breaking it: part of the conformance suite (see the module root).
+
+use super::*;
+
+/// The stack's lock admits one deploy at a time; the holder may append under it, retry
+/// taking it and release it.
+pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
+    let stream = stream(prefix, "lock");
+    let h1 = holder("d1");
+    let h2 = holder("d2");
+    let take1 = NewEvent::new("d1/start", deploy_started("d1"));
+    let take2 = NewEvent::new("d2/start", deploy_started("d2"));
+
+    ok(
+        store
+            .append(&stream, &take1, &Precondition::TakeLock(h1.clone()))
+            .await,
+        "TakeLock on a free lock",
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        Some(h1.clone()),
+        "the lock must be held by the deploy that took it"
+    );
+
+    match store
+        .append(&stream, &take2, &Precondition::TakeLock(h2.clone()))
+        .await
+    {
+        Err(StoreError::Locked { holder }) => {
+            assert_eq!(holder, h1, "Locked must name the holder")
+        }
+        other => panic!("TakeLock on a held lock must be Locked, got {other:?}"),
+    }
+    assert_eq!(
+        count(store, &stream).await,
+        1,
+        "a refused TakeLock must append nothing"
+    );
+
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/lock-again", Event::LockTaken { holder: h1.clone() }),
+                &Precondition::TakeLock(h1.clone()),
+            )
+            .await,
+        "TakeLock by the deploy already holding the lock (another key)",
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new(
+                    "d1/Bucket/create/done",
+                    resource_created("d1", "Bucket", "b"),
+                ),
+                &Precondition::HoldsLock("d1".into()),
+            )
+            .await,
+        "HoldsLock by the holder",
+    );
+    match store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "d2/Bucket/create/done",
+                resource_created("d2", "Bucket", "b"),
+            ),
+            &Precondition::HoldsLock("d2".into()),
+        )
+        .await
+    {
+        Err(StoreError::NotHolder { deploy_id, holder }) => {
+            assert_eq!(deploy_id, "d2", "NotHolder must name the deploy");
+            assert_eq!(holder, Some(h1.clone()), "NotHolder must name the holder");
+        }
+        other => panic!("HoldsLock by another deploy must be NotHolder, got {other:?}"),
+    }
+    assert_eq!(
+        count(store, &stream).await,
+        3,
+        "a refused HoldsLock must append nothing"
+    );
+
+    let release = NewEvent::new(
+        "d1/done",
+        Event::LockReleased {
+            deploy_id: "d1".into(),
+        },
+    );
+    let released = ok(
+        store
+            .append(&stream, &release, &Precondition::ReleaseLock("d1".into()))
+            .await,
+        "ReleaseLock by the holder",
+    );
+    assert!(
+        matches!(released, Appended::New(_)),
+        "ReleaseLock must append, got {released:?}"
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        None,
+        "ReleaseLock must free the lock"
+    );
+    assert_eq!(
+        ok(
+            store
+                .append(&stream, &release, &Precondition::ReleaseLock("d1".into()))
+                .await,
+            "retried ReleaseLock",
+        ),
+        Appended::AlreadyThere(released.seq()),
+        "a retried ReleaseLock (same key) must be a no-op"
+    );
+    match store
+        .append(
+            &stream,
+            &NewEvent::new("d1/late", resource_created("d1", "Late", "l")),
+            &Precondition::HoldsLock("d1".into()),
+        )
+        .await
+    {
+        Err(StoreError::NotHolder { deploy_id, holder }) => {
+            assert_eq!(deploy_id, "d1", "NotHolder must name the deploy");
+            assert_eq!(holder, None, "nobody holds the released lock");
+        }
+        other => panic!("HoldsLock after the release must be NotHolder, got {other:?}"),
+    }
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new(
+                    "d1/release-again",
+                    Event::LockReleased {
+                        deploy_id: "d1".into(),
+                    },
+                ),
+                &Precondition::ReleaseLock("d1".into()),
+            )
+            .await,
+        "ReleaseLock (another key) on a free lock",
+    );
+
+    // The refused append left no trace: its key is free for the deploy now.
+    let taken = ok(
+        store
+            .append(&stream, &take2, &Precondition::TakeLock(h2.clone()))
+            .await,
+        "TakeLock of the freed lock with the key refused before",
+    );
+    assert!(
+        matches!(taken, Appended::New(_)),
+        "the key of a refused append must stay free, got {taken:?}"
+    );
+    match store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "d1/release-late",
+                Event::LockReleased {
+                    deploy_id: "d1".into(),
+                },
+            ),
+            &Precondition::ReleaseLock("d1".into()),
+        )
+        .await
+    {
+        Err(StoreError::NotHolder { deploy_id, holder }) => {
+            assert_eq!(deploy_id, "d1", "NotHolder must name the deploy");
+            assert_eq!(holder, Some(h2.clone()), "NotHolder must name the holder");
+        }
+        other => panic!("ReleaseLock of another deploy's lock must be NotHolder, got {other:?}"),
+    }
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        Some(h2.clone()),
+        "a refused ReleaseLock must keep the lock"
+    );
+    assert_eq!(
+        keys(&ok(store.read(&stream, 0).await, "read")),
+        [
+            "d1/start",
+            "d1/lock-again",
+            "d1/Bucket/create/done",
+            "d1/done",
+            "d1/release-again",
+            "d2/start",
+        ],
+        "the stream after the lock sequence"
+    );
+
+    // Many deploys race for one free lock: exactly one wins.
+    let race = self::stream(prefix, "lock-race");
+    let racers = 10;
+    let race_stream = &race;
+    let attempts = (0..racers).map(move |i| {
+        let deploy = format!("race-{i}");
+        let event = NewEvent::new(format!("{deploy}/start"), deploy_started(&deploy));
+        let pre = Precondition::TakeLock(holder(&deploy));
+        async move { store.append(race_stream, &event, &pre).await }
+    });
+    let results = join_all(attempts.collect()).await;
+    let winners: Vec<usize> = (0..racers).filter(|&i| results[i].is_ok()).collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one of {racers} concurrent TakeLocks must win: {results:?}"
+    );
+    let winner = holder(&format!("race-{}", winners[0]));
+    for (i, result) in results.iter().enumerate() {
+        match result {
+            Ok(_) => {}
+            Err(StoreError::Locked { holder }) => assert_eq!(
+                holder, &winner,
+                "racer {i} was refused naming another holder than the winner"
+            ),
+            Err(e) => panic!("racer {i} must be refused with Locked, got {e:?}"),
+        }
+    }
+    assert_eq!(
+        ok(store.lock_holder(&race).await, "lock_holder after the race"),
+        Some(winner.clone()),
+        "the winner must hold the lock"
+    );
+    let read = ok(store.read(&race, 0).await, "read after the race");
+    assert_eq!(
+        keys(&read),
+        [format!("{}/start", winner.deploy_id)],
+        "only the winner's event must be appended"
+    );
+}
+
+/// Breaking a held lock frees it and records who broke it; breaking a free lock does
+/// nothing.
+pub async fn broken_lock<S: EventStore>(store: &S, prefix: &str) {
+    let stream = stream(prefix, "broken-lock");
+    let h1 = holder("d1");
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/start", deploy_started("d1")),
+                &Precondition::TakeLock(h1.clone()),
+            )
+            .await,
+        "TakeLock",
+    );
+    let broken = ok(
+        store.break_lock(&stream, "admin@laptop").await,
+        "break_lock of a held lock",
+    );
+    assert_eq!(
+        broken,
+        Some(h1.clone()),
+        "break_lock must return the holder"
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        None,
+        "break_lock must free the lock"
+    );
+    let read = ok(store.read(&stream, 0).await, "read");
+    assert_eq!(read.len(), 2, "break_lock must append one event: {read:#?}");
+    assert_eq!(
+        read[1].event,
+        Event::LockBroken {
+            by: "admin@laptop".into(),
+            previous: h1.clone(),
+        },
+        "break_lock must append LockBroken naming who broke it and the holder"
+    );
+
+    // The broken deploy can no longer append; another can take the lock.
+    match store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "d1/Bucket/create/done",
+                resource_created("d1", "Bucket", "b"),
+            ),
+            &Precondition::HoldsLock("d1".into()),
+        )
+        .await
+    {
+        Err(StoreError::NotHolder { holder: None, .. }) => {}
+        other => panic!("the deploy whose lock was broken must be NotHolder, got {other:?}"),
+    }
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d2/start", deploy_started("d2")),
+                &Precondition::TakeLock(holder("d2")),
+            )
+            .await,
+        "TakeLock after break_lock",
+    );
+
+    let free = self::stream(prefix, "free-lock");
+    ok(
+        store
+            .append(
+                &free,
+                &NewEvent::new(
+                    "d3/Bucket/create/done",
+                    resource_created("d3", "Bucket", "b"),
+                ),
+                &Precondition::None,
+            )
+            .await,
+        "append without the lock",
+    );
+    assert_eq!(
+        ok(
+            store.break_lock(&free, "admin@laptop").await,
+            "break_lock of a free lock"
+        ),
+        None,
+        "break_lock of a free lock must return None"
+    );
+    assert_eq!(
+        count(store, &free).await,
+        1,
+        "break_lock of a free lock must append nothing"
+    );
+    assert_eq!(
+        ok(
+            store
+                .break_lock(&self::stream(prefix, "never-written"), "admin@laptop")
+                .await,
+            "break_lock of an unknown stream",
+        ),
+        None,
+        "break_lock of an unknown stream must return None"
+    );
+}
