@@ -11,13 +11,7 @@ use stackflow_events::event::{Operation, now};
 
 /// The name of an operation in keys, tokens and reports.
 pub fn op_name(op: Operation) -> &'static str {
-    match op {
-        Operation::Create => "create",
-        Operation::Update => "update",
-        Operation::Replace => "replace",
-        Operation::Delete => "delete",
-        Operation::Undo => "undo",
-    }
+    op.as_str()
 }
 
 /// A new run id: `<prefix>-<UTC time>-<8 hex digits>` (`d` deploy, `x` destroy, `r`

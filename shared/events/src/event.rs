@@ -32,6 +32,19 @@ pub enum Operation {
     Undo,
 }
 
+impl Operation {
+    /// The operation's name in keys, tokens and reports (its serialized form).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "create",
+            Operation::Update => "update",
+            Operation::Replace => "replace",
+            Operation::Delete => "delete",
+            Operation::Undo => "undo",
+        }
+    }
+}
+
 /// An error as recorded: a stable name and a masked message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {

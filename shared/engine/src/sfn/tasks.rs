@@ -231,7 +231,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                     .resource(logical_id)
                     .map(|x| x.resource_type.clone())
                     .unwrap_or_default(),
-                action: format!("{operation:?}").to_lowercase(),
+                action: operation.as_str().to_string(),
                 error: error.clone(),
             }),
             _ => None,

@@ -179,14 +179,7 @@ pub struct StackState {
 /// The key of an intent in [`StackState::pending`]: `<deploy>/<resource>/<operation>`
 /// (and `/<physical id>` for a delete).
 pub(super) fn pending_key(deploy_id: &str, logical_id: &str, op: Operation) -> String {
-    let op = match op {
-        Operation::Create => "create",
-        Operation::Update => "update",
-        Operation::Replace => "replace",
-        Operation::Delete => "delete",
-        Operation::Undo => "undo",
-    };
-    format!("{deploy_id}/{logical_id}/{op}")
+    format!("{deploy_id}/{logical_id}/{}", op.as_str())
 }
 
 impl StackState {

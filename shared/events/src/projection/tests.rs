@@ -844,3 +844,16 @@ fn a_resource_that_comes_back_is_never_deleted_as_an_old_copy() {
         });
     assert!(log.state().predecessors.is_empty());
 }
+
+#[test]
+fn operation_names_are_their_serialized_form() {
+    for op in [
+        Operation::Create,
+        Operation::Update,
+        Operation::Replace,
+        Operation::Delete,
+        Operation::Undo,
+    ] {
+        assert_eq!(serde_json::to_value(op).unwrap(), json!(op.as_str()));
+    }
+}
