@@ -78,6 +78,21 @@ pub enum Command {
     Events(EventsArgs),
     /// Break the lock of a stack whose deploy is gone (never done silently)
     Unlock(StackArg),
+    /// Find secrets stored in plaintext in a stack's log, and repair what can be repaired
+    ///
+    /// Looks, in every event of the stack's log, in the state folded from them and in its
+    /// latest snapshot, for the current value of each secret: every
+    /// `{{resolve:ssm-secure:...}}` and `{{resolve:secretsmanager:...}}` that the template
+    /// (PATH) or the log spells, resolved now, and the NoEcho values given again with
+    /// --parameter; each raw, in base64 and JSON-escaped. Findings name the event, the
+    /// resource, the JSON pointer and the secret, never its value.
+    ///
+    /// Unless --dry-run, it then appends events (under the stack's lock) that replace each
+    /// plaintext in the state by its `{{resolve:...}}` text, or by **** for a NoEcho value.
+    /// The events themselves are never changed in an append-only log: their stored bodies
+    /// keep the plaintext, and the report names them, unless --rewrite. Exit 0 when no
+    /// plaintext is found (and with --fail, 1 when some is). Rotate every secret found.
+    Scrub(ScrubArgs),
 }
 
 /// `stackflow state ...`
@@ -119,6 +134,43 @@ pub struct EventsArgs {
     pub stack: String,
 
     /// Print the events as JSON lines
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `stackflow scrub`.
+#[derive(Debug, Args)]
+pub struct ScrubArgs {
+    /// The stack's template file (.json, .yaml, .yml, .template) or cdk.out directory; its
+    /// dynamic references are looked for besides the log's own, and --parameter names
+    /// must be its NoEcho parameters (without it, each --parameter is taken as NoEcho)
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
+
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// A NoEcho parameter's value, given again to look for it (repeatable)
+    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub parameters: Vec<(String, String)>,
+
+    /// Only report: append nothing, rewrite nothing
+    #[arg(long, conflicts_with = "rewrite")]
+    pub dry_run: bool,
+
+    /// Exit 1 when plaintext was found, or when a dynamic reference could not be resolved
+    /// to look for it (for CI, with --dry-run)
+    #[arg(long)]
+    pub fail: bool,
+
+    /// Also rewrite, in place, the stored bodies of the events that hold plaintext, drop
+    /// the stack's snapshots, and append a record of the positions rewritten (local and
+    /// DynamoDB stores)
+    #[arg(long)]
+    pub rewrite: bool,
+
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
 }

@@ -217,7 +217,10 @@ pub fn event_line(e: &StoredEvent) -> String {
         e.seq,
         e.at,
         e.event.type_name(),
-        e.event.logical_id().unwrap_or("-"),
+        e.event
+            .logical_id()
+            .filter(|id| !id.is_empty())
+            .unwrap_or("-"),
         outcome
     )
 }
@@ -257,7 +260,16 @@ fn outcome(event: &Event) -> String {
         | Event::BaselineRefreshed { .. }
         | Event::BaselineAccepted { .. } => "baseline".into(),
         Event::DriftChecked { results, .. } => format!("{} resources checked", results.len()),
-        Event::Scrubbed { paths, .. } => format!("{} paths scrubbed", paths.len()),
+        Event::Scrubbed {
+            paths, replaced, ..
+        } => match paths.len() + replaced.len() {
+            1 => "1 value scrubbed".into(),
+            n => format!("{n} values scrubbed"),
+        },
+        Event::EventsRewritten { by, seqs, .. } => {
+            let seqs: Vec<String> = seqs.iter().map(u64::to_string).collect();
+            format!("events {} rewritten by {by}", seqs.join(", "))
+        }
         Event::LockTaken { holder } => format!("by {} ({})", holder.who, holder.deploy_id),
         Event::LockReleased { deploy_id } => deploy_id.clone(),
         Event::LockBroken { by, previous } => {

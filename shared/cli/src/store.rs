@@ -9,7 +9,9 @@ use serde_json::Value;
 use stackflow_events::dynamo::DynamoStore;
 use stackflow_events::event::{Holder, NewEvent, StoredEvent};
 use stackflow_events::sqlite::SqliteStore;
-use stackflow_events::{Appended, EventStore, Precondition, StoreResult, StreamId};
+use stackflow_events::{
+    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreResult, StreamId,
+};
 
 /// Where events live, as the user names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +147,17 @@ impl EventStore for Store {
         match self {
             Store::Local(s) => s.streams().await,
             Store::DynamoDb(s) => s.streams().await,
+        }
+    }
+    async fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        match self {
+            Store::Local(s) => s.rewrite(stream, rewrite, pre).await,
+            Store::DynamoDb(s) => s.rewrite(stream, rewrite, pre).await,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod report;
 pub mod rollback;
 pub mod runner;
 pub mod schedule;
+pub mod scrub;
 mod secrets;
 pub mod sfn;
 pub mod stack;

@@ -348,12 +348,32 @@ pub enum Event {
         /// Per resource.
         results: Vec<DriftResult>,
     },
-    /// Secret values were removed from recorded properties.
+    /// Secret values were removed from the state (`stackflow scrub`).
     Scrubbed {
-        /// The resource.
+        /// The resource the values belong to; empty for values of the stack itself
+        /// (outputs, exports, parameters, the last deploy's error).
         logical_id: String,
-        /// The property paths replaced by `***`.
+        /// JSON pointers into the resource's properties (and its recorded baseline) whose
+        /// values are replaced by `***`.
         paths: Vec<String>,
+        /// JSON pointers into the stack state (as `state show --json` prints it, e.g.
+        /// `/resources/Db/properties/Password` or `/outputs/Url`) and the text that replaces
+        /// the string found there: the `{{resolve:...}}` text a dynamic reference's value
+        /// came from, or `****` for a `NoEcho` value. Added in version 2; a version-1 event
+        /// has none.
+        #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+        replaced: IndexMap<String, String>,
+    },
+    /// Stored event bodies were rewritten in place (`stackflow scrub --rewrite`): the one
+    /// event that says the stream is not exactly as first written. Every snapshot of the
+    /// stream was dropped with the rewrite.
+    EventsRewritten {
+        /// Who rewrote them.
+        by: String,
+        /// Why, in words (never the removed values).
+        reason: String,
+        /// The positions whose bodies were rewritten.
+        seqs: Vec<u64>,
     },
     /// The stack's lock was taken (by something other than a deploy start).
     LockTaken {
@@ -377,9 +397,11 @@ pub enum Event {
 /// The current schema version of every event type. Bump a type's number when its fields
 /// change, and teach [`upcast`] to turn the old form into the new one.
 pub fn current_version(type_name: &str) -> u32 {
-    // Every type is at its first version; a bumped type gets its own arm here.
-    let _ = type_name;
-    1
+    match type_name {
+        // Version 2 added `replaced`.
+        "Scrubbed" => 2,
+        _ => 1,
+    }
 }
 
 /// Every event type name.
@@ -405,6 +427,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "BaselineAccepted",
     "DriftChecked",
     "Scrubbed",
+    "EventsRewritten",
     "LockTaken",
     "LockReleased",
     "LockBroken",
@@ -448,8 +471,9 @@ pub fn upcast(type_name: &str, version: u32, body: Value) -> Result<Value, Decod
             known,
         });
     }
-    // Every type is at version 1: there is nothing older to convert yet. A future
-    // `(type, 1) => ...` arm rewrites a version-1 body into version 2, and so on.
+    // A `(type, 1) => ...` arm would rewrite a version-1 body into version 2, and so on.
+    // A version-1 `Scrubbed` needs none: it has no `replaced`, which reads as empty (its
+    // paths are replaced by `***`, as they always were).
     Ok(body)
 }
 
@@ -478,6 +502,7 @@ impl Event {
             Event::BaselineAccepted { .. } => "BaselineAccepted",
             Event::DriftChecked { .. } => "DriftChecked",
             Event::Scrubbed { .. } => "Scrubbed",
+            Event::EventsRewritten { .. } => "EventsRewritten",
             Event::LockTaken { .. } => "LockTaken",
             Event::LockReleased { .. } => "LockReleased",
             Event::LockBroken { .. } => "LockBroken",

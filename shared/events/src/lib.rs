@@ -35,7 +35,9 @@ pub mod testing;
 pub use event::{Event, NewEvent, StoredEvent};
 #[cfg(feature = "testing")]
 pub use memory::{FaultyStore, MemoryStore};
-pub use store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+pub use store::{
+    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+};
 
 use projection::StackState;
 

@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::event::{DecodeError, Event, Holder, NewEvent, StoredEvent, current_version, now};
-use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+use crate::store::{
+    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+};
 
 /// An event store in memory. Cheap to create ([`MemoryStore::new`]); clones share the same
 /// streams, so a test can hand one clone to the engine and inspect another.
@@ -194,6 +196,64 @@ impl Streams {
         Ok(Appended::New(self.insert(stream, row)))
     }
 
+    /// Rewrites bodies in place, drops the snapshot and appends the record, all or
+    /// nothing (see [`EventStore::rewrite`]).
+    fn rewrite(
+        &mut self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        let record = Pending::new(&rewrite.record);
+        let already = self.dedupe(stream, &record)?;
+        let rows = self.streams.get(stream).map(|s| s.events.as_slice());
+        for (seq, event) in &rewrite.events {
+            let stored = usize::try_from(*seq)
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| rows.and_then(|rows| rows.get(i)));
+            match stored {
+                Some(row) if row.type_name == event.type_name() => {}
+                Some(row) => {
+                    return Err(StoreError::Backend(format!(
+                        "memory store: stream {}: event {seq} is a {}, not a {}: a rewrite keeps each event's type",
+                        stream.key(),
+                        row.type_name,
+                        event.type_name()
+                    )));
+                }
+                None => {
+                    return Err(StoreError::Backend(format!(
+                        "memory store: stream {}: there is no event {seq} to rewrite",
+                        stream.key()
+                    )));
+                }
+            }
+        }
+        if already.is_none() {
+            self.apply_precondition(stream, pre)?;
+        }
+        let s = self.streams.entry(stream.clone()).or_default();
+        for (seq, event) in &rewrite.events {
+            let row = &mut s.events[(*seq - 1) as usize];
+            let new = NewEvent::new(row.key.clone(), event.clone());
+            row.body = serde_json::to_string(&event.to_body()).expect("events serialize");
+            row.v = current_version(row.type_name);
+            s.keys.insert(row.key.clone(), (*seq, new.digest()));
+        }
+        let snapshots_dropped = u64::from(self.snapshots.remove(stream).is_some());
+        let record = match already {
+            Some(seq) => Appended::AlreadyThere(seq),
+            None => Appended::New(self.insert(stream, record)),
+        };
+        Ok(Rewritten {
+            seqs: rewrite.events.iter().map(|(seq, _)| *seq).collect(),
+            record,
+            snapshots_dropped,
+            residue: vec![],
+        })
+    }
+
     fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
         let Some(s) = self.streams.get(stream) else {
             return Ok(Vec::new());
@@ -305,6 +365,15 @@ impl EventStore for MemoryStore {
     async fn streams(&self) -> StoreResult<Vec<StreamId>> {
         Ok(self.lock().streams.keys().cloned().collect())
     }
+
+    async fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        self.lock().rewrite(stream, rewrite, pre)
+    }
 }
 
 /// The start of the message of every error [`FaultyStore`] makes up.
@@ -317,13 +386,15 @@ pub fn is_injected(error: &StoreError) -> bool {
 }
 
 /// A store that dies after a given number of successful appends: from then on every write
-/// (append, [`EventStore::break_lock`], [`EventStore::put_snapshot`]) fails with a
+/// (append, [`EventStore::break_lock`], [`EventStore::put_snapshot`],
+/// [`EventStore::rewrite`]) fails with a
 /// [`StoreError::Backend`] for which [`is_injected`] holds, and reaches the wrapped store
 /// no more, as if the process had been killed right after its N-th event. Reads always go
 /// through.
 ///
 /// An append counts when the wrapped store answers it with `Ok` ([`Appended::New`] or
-/// [`Appended::AlreadyThere`]); a `break_lock` counts when it appended `LockBroken`. An
+/// [`Appended::AlreadyThere`]), and so does a rewrite (which appends its record); a
+/// `break_lock` counts when it appended `LockBroken`. An
 /// append the wrapped store refuses (a conflict, a held lock) does not count. Concurrent
 /// appends never get past the limit: each takes its turn before it reaches the wrapped
 /// store, and gives it back when it fails.
@@ -503,5 +574,17 @@ impl<S: EventStore> EventStore for FaultyStore<S> {
 
     async fn streams(&self) -> StoreResult<Vec<StreamId>> {
         self.inner.streams().await
+    }
+
+    async fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        self.take_turn("rewrite")?;
+        let result = self.inner.rewrite(stream, rewrite, pre).await;
+        self.end_turn(result.is_ok());
+        result
     }
 }

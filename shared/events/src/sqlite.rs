@@ -26,6 +26,11 @@
 //! operation runs on tokio's blocking pool ([`tokio::task::spawn_blocking`]): a write may
 //! wait seconds for another process's transaction, and must not stall the async workers
 //! while it does. The store must therefore be used from within a tokio runtime.
+//!
+//! # Rewriting
+//!
+//! [`EventStore::rewrite`] replaces stored bodies in one transaction, then vacuums the
+//! file and truncates its write-ahead log, so that no page keeps an old body (`rewrite`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,7 +41,11 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Transaction, Transactio
 use serde_json::Value;
 
 use crate::event::{DecodeError, Event, Holder, NewEvent, StoredEvent, current_version, now};
-use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+use crate::store::{
+    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+};
+
+mod rewrite;
 
 /// Where a project's store lives, relative to the project's directory.
 pub const DEFAULT_PATH: &str = ".stackflow/events.db";
@@ -622,5 +631,14 @@ impl EventStore for SqliteStore {
             Ok(streams)
         })
         .await
+    }
+
+    async fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        self.rewrite_events(stream, rewrite, pre).await
     }
 }

@@ -7,7 +7,7 @@ use std::future::Future;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{Holder, NewEvent, StoredEvent};
+use crate::event::{Event, Holder, NewEvent, StoredEvent};
 
 /// One stack's stream: a stack name in a region.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -118,10 +118,38 @@ pub enum StoreError {
     /// The store itself failed (I/O, AWS, database).
     #[error("{0}")]
     Backend(String),
+    /// The store cannot do what was asked (e.g. rewrite stored events).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The result type of stores.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Stored events to rewrite in place, and the event that records it (see
+/// [`EventStore::rewrite`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rewrite {
+    /// The new content of each event rewritten, by position. Each is of the type of the
+    /// event stored there; its key, time and position stay.
+    pub events: Vec<(u64, Event)>,
+    /// The event appended with the rewrite, recording it (an `EventsRewritten`).
+    pub record: NewEvent,
+}
+
+/// What a rewrite did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    /// The positions whose bodies were replaced, in order.
+    pub seqs: Vec<u64>,
+    /// Where the record is.
+    pub record: Appended,
+    /// How many snapshots of the stream were dropped.
+    pub snapshots_dropped: u64,
+    /// Earlier copies of the old bodies the store cannot reach (backups, old versions, a
+    /// write-ahead log another process keeps open), in words.
+    pub residue: Vec<String>,
+}
 
 /// A place where streams of events live. Implemented by the embedded store (SQLite under
 /// `.stackflow/`) and the DynamoDB store; both pass the same conformance suite.
@@ -180,4 +208,33 @@ pub trait EventStore: Send + Sync {
 
     /// Every stream the store has.
     fn streams(&self) -> impl Future<Output = StoreResult<Vec<StreamId>>> + Send;
+
+    /// Replaces the bodies of stored events in place, drops every snapshot of the stream
+    /// (each is a fold of the old bodies), and appends `rewrite.record`, if `pre` holds
+    /// (checked before anything is rewritten). The one exception to an append-only log,
+    /// for what must not stay stored (a secret an older stackflow wrote in plaintext):
+    /// nothing else uses it.
+    ///
+    /// Each rewritten event keeps its position, key, type and time; its body is the new
+    /// event at the current version, and its digest the new body's (a retried append of
+    /// the old content is now a [`StoreError::Conflict`]). An event of another type than
+    /// the one stored at its position, or a position with no event, fails the whole
+    /// rewrite before anything is changed. The record's key makes it idempotent: a rewrite
+    /// retried with the same record rewrites the same bodies again and appends nothing.
+    ///
+    /// A store that cannot rewrite (the default) says so with [`StoreError::Unsupported`]
+    /// and changes nothing.
+    fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> impl Future<Output = StoreResult<Rewritten>> + Send {
+        let _ = (rewrite, pre);
+        let message = format!(
+            "stream {stream}: this event store cannot rewrite stored events (the embedded \
+             SQLite store and the DynamoDB store can)"
+        );
+        async move { Err(StoreError::Unsupported(message)) }
+    }
 }

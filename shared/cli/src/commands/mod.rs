@@ -3,6 +3,7 @@
 mod deploy;
 mod diff;
 mod remote;
+mod scrub;
 mod state;
 
 use std::process::ExitCode;
@@ -21,5 +22,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,
         Command::Events(args) => state::events(&cli.global, args).await,
         Command::Unlock(args) => state::unlock(&cli.global, &args.stack).await,
+        Command::Scrub(args) => scrub::run(&cli.global, args).await,
     }
 }

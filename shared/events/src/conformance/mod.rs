@@ -24,6 +24,7 @@ use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, 
 
 mod appends;
 mod locks;
+mod rewrite;
 mod streams;
 
 pub use appends::{
@@ -32,6 +33,7 @@ pub use appends::{
     retried_append_is_a_no_op,
 };
 pub use locks::{broken_lock, lock_is_exclusive};
+pub use rewrite::{PLAINTEXT as REWRITTEN_PLAINTEXT, rewrite_replaces_bodies_in_place};
 pub use streams::{snapshots, streams_are_independent_and_listed};
 
 /// The region of the streams the suite writes (one test also uses [`OTHER_REGION`]).
@@ -55,6 +57,8 @@ pub async fn run_all<S: EventStore + 'static>(store: Arc<S>, prefix: &str) {
     snapshots(&*store, prefix).await;
     large_event_round_trips(&*store, prefix).await;
     many_events_read_back_across_pages(&*store, prefix).await;
+    // Every store here can rewrite; one that cannot leaves this check out.
+    rewrite_replaces_bodies_in_place(&*store, prefix).await;
 }
 
 // ----- helpers -----

@@ -58,10 +58,16 @@
 //! A body put in S3 is deleted again when the append is known not to have happened
 //! (refused, or a retry); after an error that leaves it unknown it stays, possibly
 //! unreferenced.
+//!
+//! # Rewriting
+//!
+//! [`EventStore::rewrite`] appends its record first, then puts each new body with its
+//! key item's digest, then deletes every snapshot (`rewrite`).
 
 mod append;
 mod bodies;
 mod locks;
+mod rewrite;
 mod snapshots;
 mod table;
 
@@ -86,7 +92,9 @@ use aws_sdk_dynamodb::types::{
 use serde_json::Value;
 
 use crate::event::{self, Event, Holder, NewEvent, StoredEvent};
-use crate::store::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
+use crate::store::{
+    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+};
 
 use self::locks::holder_of;
 
@@ -451,6 +459,15 @@ impl EventStore for DynamoStore {
 
     async fn latest_snapshot(&self, stream: &StreamId) -> StoreResult<Option<(u64, Value)>> {
         self.read_latest_snapshot(stream).await
+    }
+
+    async fn rewrite(
+        &self,
+        stream: &StreamId,
+        rewrite: &Rewrite,
+        pre: &Precondition,
+    ) -> StoreResult<Rewritten> {
+        self.rewrite_events(stream, rewrite, pre).await
     }
 
     async fn streams(&self) -> StoreResult<Vec<StreamId>> {

@@ -116,7 +116,13 @@ impl StackState {
                 observed,
             } => self.baseline_accepted(logical_id, observed),
             Event::DriftChecked { results, .. } => self.drift_checked(results),
-            Event::Scrubbed { logical_id, paths } => self.scrubbed(logical_id, paths),
+            Event::Scrubbed {
+                logical_id,
+                paths,
+                replaced,
+            } => self.scrubbed(logical_id, paths, replaced),
+            // The rewritten bodies are what the stream now holds: nothing more to apply.
+            Event::EventsRewritten { .. } => {}
             Event::LockTaken { holder } => self.lock = Some(holder.clone()),
             Event::LockReleased { .. } | Event::LockBroken { .. } => self.lock = None,
         }

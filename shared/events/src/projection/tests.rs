@@ -317,6 +317,7 @@ fn deletes_retains_baselines_scrubs_and_locks() {
         .push(Event::Scrubbed {
             logical_id: "A".into(),
             paths: vec!["/Secret".into()],
+            replaced: Default::default(),
         })
         .push(Event::ResourceRetained {
             deploy_id: "d1".into(),
@@ -480,6 +481,16 @@ fn samples() -> Vec<Event> {
         Event::Scrubbed {
             logical_id: "Q".into(),
             paths: vec!["/Password".into()],
+            replaced: [(
+                "/resources/Q/attributes/Url".into(),
+                "{{resolve:ssm-secure:/q}}".into(),
+            )]
+            .into(),
+        },
+        Event::EventsRewritten {
+            by: "ops@desk".into(),
+            reason: "scrub: plaintext secrets replaced".into(),
+            seqs: vec![4, 9],
         },
         Event::LockTaken {
             holder: holder.clone(),
@@ -724,8 +735,13 @@ fn simulate(steps: &[Step]) -> Vec<StoredEvent> {
             Step::Scrub(i) => {
                 if let Some(id) = pick(i) {
                     log.push(Event::Scrubbed {
-                        logical_id: id,
                         paths: vec!["/Secret".into()],
+                        replaced: [(
+                            format!("/resources/{id}/properties/QueueName"),
+                            "****".into(),
+                        )]
+                        .into(),
+                        logical_id: id,
                     });
                 }
             }
