@@ -215,6 +215,7 @@ fn event(writer: usize, i: usize) -> NewEvent {
                 provider: ProviderKind::CloudControl,
                 deletion_policy: None,
                 update_replace_policy: None,
+                secret_digest: None,
             },
             replaces: None,
             baseline: None,

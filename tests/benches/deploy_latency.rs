@@ -132,6 +132,7 @@ fn engine(
         cloudformation_fallback: false,
         progress,
         stale: Arc::new(|_| false),
+        digest_key: None,
     })
 }
 

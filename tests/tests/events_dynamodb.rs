@@ -213,6 +213,7 @@ fn created(logical_id: &str, padding: usize) -> Event {
             provider: ProviderKind::CloudControl,
             deletion_policy: None,
             update_replace_policy: None,
+            secret_digest: None,
         },
         replaces: None,
         baseline: None,

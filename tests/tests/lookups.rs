@@ -170,6 +170,13 @@ async fn ssm_secure_strings() -> Result<()> {
         .expect_err("ssm of a SecureString");
     assert!(err.message.contains("ssm-secure"), "{err}");
     assert!(!err.to_string().contains("hunter2"), "{err}");
+    // A template parameter of an SSM type that names a SecureString is refused too.
+    let err = lookups
+        .ssm_parameter(&name)
+        .await
+        .expect_err("an SSM-typed parameter naming a SecureString");
+    assert!(err.message.contains("SecureString"), "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
 
     ssm.delete_parameter()
         .name(&name)

@@ -64,6 +64,7 @@ async fn http_put(url: &str, body: &[u8]) -> u16 {
 ///   `Reason` `handler says no to <type>`;
 /// - Create answers `SUCCESS` with the physical id `thing-<Name>` and `Data`
 ///   `{"Echo": <Name>, "Size": <Size>}`;
+/// - `NoEcho` = `"true"`: the answer says `NoEcho: true`;
 /// - Update: the same, so a changed `Name` is a replacement;
 /// - Delete: `SUCCESS`.
 async fn handler(sqs: aws_sdk_sqs::Client, queue_url: String, seen: mpsc::UnboundedSender<Value>) {
@@ -120,6 +121,7 @@ async fn handler(sqs: aws_sdk_sqs::Client, queue_url: String, seen: mpsc::Unboun
                     "RequestId": request["RequestId"],
                     "LogicalResourceId": request["LogicalResourceId"],
                     "Data": {"Echo": p["Name"], "Size": p["Size"]},
+                    "NoEcho": p["NoEcho"] == "true",
                 })
             };
             let url = request["ResponseURL"].as_str().expect("ResponseURL");
@@ -342,6 +344,45 @@ async fn custom_resource_through_sns_lifecycle() {
         Ok(d) => panic!("a FAILED delete must fail: {d:?}"),
     }
     next_request(&mut seen).await;
+
+    // A NoEcho answer: its data is given to the engine once, as secret, and the stored
+    // response keeps it masked; a retry gets the same physical id and masked data.
+    let mut secret = ResourceRequest::new(
+        &stack,
+        "Secret",
+        "Custom::Thing",
+        props(json!({"ServiceToken": topic_arn, "Name": "pw-7Kq2", "NoEcho": true})),
+    );
+    secret.token = unique_name("deploy-create");
+    let made = provider.create(&secret).await.expect("NoEcho create");
+    assert!(made.sensitive);
+    assert_eq!(made.attributes.get("Echo"), Some(&json!("pw-7Kq2")));
+    let request_id = next_request(&mut seen).await["RequestId"]
+        .as_str()
+        .expect("RequestId")
+        .to_string();
+    let stored = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(format!("custom-resource-responses/{request_id}"))
+        .send()
+        .await
+        .expect("the stored response")
+        .body
+        .collect()
+        .await
+        .expect("its body")
+        .into_bytes();
+    let stored: Value = serde_json::from_slice(&stored).expect("the response is JSON");
+    assert_eq!(stored["Data"], json!({"Echo": "****", "Size": "****"}));
+    assert_eq!(stored["PhysicalResourceId"], json!(made.physical_id));
+    let retried = provider
+        .create(&secret)
+        .await
+        .expect("NoEcho create retried");
+    assert_eq!(retried.physical_id, made.physical_id);
+    assert!(retried.sensitive);
+    assert_eq!(retried.attributes.get("Echo"), Some(&json!("****")));
 
     handler_task.abort();
 }

@@ -58,12 +58,14 @@ async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
         cloudformation_fallback: false,
         progress: Arc::new(Silent),
         stale: Arc::new(|_| false),
+        digest_key: None,
     });
     let tasks = Arc::new(Tasks {
         engine,
         s3: s3.clone(),
         sfn: sfn.clone(),
         bucket: bucket.clone(),
+        kms_key: None,
     });
     let prefix = unique_name("sf");
     let activities = ensure_activities(&sfn, &prefix).await.unwrap();
@@ -245,6 +247,7 @@ impl Rig {
             no_rollback: false,
             concurrency: 10,
             deploy_id: None,
+            allow_stateful_replacement: false,
         };
         self.run_counted("deploy", serde_json::to_value(req).unwrap())
             .await
@@ -419,6 +422,7 @@ async fn corpus_deploys_and_destroys_through_step_functions() {
         cloudformation_fallback: false,
         progress: Arc::new(Silent),
         stale: Arc::new(|_| false),
+        digest_key: None,
     };
     let mut problems = Vec::new();
     let mut transitions = 0usize;

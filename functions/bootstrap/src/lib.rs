@@ -171,18 +171,61 @@ async fn serve(task: &'static str) -> Result<(), Error> {
 /// One invocation's answer, as the runtime awaits it.
 type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, FunctionError>> + Send>>;
 
+/// Where the AWS SDK and its HTTP stack log requests and responses, bodies included, at
+/// `debug` and `trace`: a body can hold a resolved secret (a `PutParameter` value, a
+/// `GetSecretValue` answer), so these log at `warn` only, whatever level is asked.
+const SDK_TARGETS: &[&str] = &[
+    "aws_smithy_runtime",
+    "aws_smithy_runtime_api",
+    "aws_smithy_http",
+    "aws_smithy_http_client",
+    "aws_smithy_types",
+    "aws_sigv4",
+    "aws_runtime",
+    "aws_config",
+    "hyper",
+    "hyper_util",
+    "h2",
+    "rustls",
+    "lambda_runtime",
+    "lambda_runtime_api_client",
+];
+
 /// The log filter's directives: `AWS_LAMBDA_LOG_LEVEL` (Lambda's names: `TRACE`, `DEBUG`,
-/// `INFO`, `WARN`, `ERROR`, `FATAL`), else `RUST_LOG`, else `info`.
+/// `INFO`, `WARN`, `ERROR`, `FATAL`), else `RUST_LOG`, else `info`; the AWS SDK's own
+/// targets (and `aws_sdk_*`) at `warn` (see [`SDK_TARGETS`]).
 pub fn log_directives(lambda_level: Option<&str>, rust_log: Option<&str>) -> String {
     fn given(v: Option<&str>) -> Option<&str> {
         v.map(str::trim).filter(|v| !v.is_empty())
     }
-    match given(lambda_level) {
+    let asked = match given(lambda_level) {
         Some(level) if level.eq_ignore_ascii_case("fatal") => "error".to_string(),
         Some(level) => level.to_ascii_lowercase(),
         None => given(rust_log).unwrap_or("info").to_string(),
+    };
+    let mut out = asked;
+    for target in SDK_TARGETS.iter().chain(SDK_CRATES) {
+        out.push_str(&format!(",{target}=warn"));
     }
+    out
 }
+
+/// The `aws_sdk_*` crates the engine links (their operations log inputs at `trace`).
+const SDK_CRATES: &[&str] = &[
+    "aws_sdk_cloudcontrol",
+    "aws_sdk_dynamodb",
+    "aws_sdk_iam",
+    "aws_sdk_lambda",
+    "aws_sdk_s3",
+    "aws_sdk_secretsmanager",
+    "aws_sdk_sfn",
+    "aws_sdk_sns",
+    "aws_sdk_sqs",
+    "aws_sdk_ssm",
+    "aws_sdk_sts",
+    "aws_sdk_cloudwatchlogs",
+    "aws_sdk_cloudformation",
+];
 
 fn init_logs() {
     let directives = log_directives(
@@ -342,14 +385,29 @@ mod tests {
 
     #[test]
     fn the_log_level_comes_from_lambda_then_rust_log() {
-        assert_eq!(log_directives(None, None), "info");
-        assert_eq!(log_directives(Some("DEBUG"), Some("trace")), "debug");
-        assert_eq!(log_directives(Some("FATAL"), None), "error");
+        let asked = |d: String| d.split(',').next().unwrap_or_default().to_string();
+        assert_eq!(asked(log_directives(None, None)), "info");
+        assert_eq!(asked(log_directives(Some("DEBUG"), Some("trace"))), "debug");
+        assert_eq!(asked(log_directives(Some("FATAL"), None)), "error");
         assert_eq!(
-            log_directives(Some(" "), Some("stackflow=debug")),
+            asked(log_directives(Some(" "), Some("stackflow=debug"))),
             "stackflow=debug"
         );
         assert!(EnvFilter::try_new(log_directives(Some("WARN"), None)).is_ok());
+    }
+
+    #[test]
+    fn the_sdk_never_logs_request_bodies_whatever_level_is_asked() {
+        let d = log_directives(Some("TRACE"), None);
+        for target in [
+            "aws_smithy_runtime",
+            "aws_sdk_ssm",
+            "aws_sdk_secretsmanager",
+            "hyper",
+        ] {
+            assert!(d.contains(&format!(",{target}=warn")), "{d}");
+        }
+        assert!(EnvFilter::try_new(d).is_ok());
     }
 
     #[test]

@@ -203,6 +203,12 @@ pub struct DiffArgs {
     /// Exit 1 when the deploy would change anything, or would stop on a problem
     #[arg(long)]
     pub fail: bool,
+
+    /// Replace resources that hold data (DynamoDB tables, S3 buckets, databases, file
+    /// systems, streams, log groups, KMS keys, ...) when a change forces it; without it
+    /// the diff lists such a replacement as a problem
+    #[arg(long)]
+    pub allow_stateful_replacement: bool,
 }
 
 /// Arguments of `stackflow deploy`.
@@ -224,6 +230,12 @@ pub struct DeployArgs {
     /// On failure, keep what the deploy did (undo it later with `stackflow rollback`)
     #[arg(long)]
     pub no_rollback: bool,
+
+    /// Replace resources that hold data (DynamoDB tables, S3 buckets, databases, file
+    /// systems, streams, log groups, KMS keys, ...) when a change forces it; without it
+    /// such a plan is refused before anything is changed
+    #[arg(long)]
+    pub allow_stateful_replacement: bool,
 
     /// At most this many resource actions at once
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]

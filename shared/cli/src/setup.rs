@@ -4,8 +4,11 @@
 use std::sync::Arc;
 
 use stackflow_core::intrinsics::{BoundParameters, Pseudo};
+use stackflow_core::secrets::DigestKey;
 use stackflow_core::template::StackTemplate;
 use stackflow_engine::Engine;
+use stackflow_engine::digest::local_key;
+use stackflow_engine::sfn::digest::bucket_key;
 use stackflow_engine::stack::StackInput;
 use stackflow_events::StreamId;
 use stackflow_providers::lookups::AwsLookups;
@@ -109,12 +112,40 @@ pub async fn setup_with(
         cloudformation_fallback: cfn_fallback,
         progress: Arc::new(Printer::new(verbose)),
         stale: stale_check(),
+        digest_key: digest_key(global, &config).await?,
     });
     Ok(Setup {
         engine,
         region,
         account_id,
     })
+}
+
+/// The store's digest key (see `stackflow_engine::digest`): beside a local store, in the
+/// store bucket of a DynamoDB store. A DynamoDB store without a bucket has none, and a
+/// rotated secret is then not seen as a change. A local store that does not exist yet
+/// (a diff before the first deploy) gets a key for this run only: nothing is created.
+async fn digest_key(
+    global: &GlobalArgs,
+    config: &aws_types::SdkConfig,
+) -> anyhow::Result<Option<DigestKey>> {
+    match (&global.store, &global.store_bucket) {
+        (StoreSpec::Local(dir), _) if !local_file(dir).exists() => {
+            Ok(Some(stackflow_engine::digest::new_key()))
+        }
+        (StoreSpec::Local(dir), _) => {
+            Ok(Some(local_key(dir).map_err(|e| {
+                anyhow::anyhow!("the digest key of {}: {e}", dir.display())
+            })?))
+        }
+        (StoreSpec::DynamoDb(_), Some(bucket)) => {
+            let s3 = stackflow_providers::aws::s3_client(config);
+            Ok(Some(
+                bucket_key(&s3, bucket).await.map_err(anyhow::Error::msg)?,
+            ))
+        }
+        (StoreSpec::DynamoDb(_), None) => Ok(None),
+    }
 }
 
 /// What most commands need: the AWS configuration, the region and the event store.

@@ -997,11 +997,35 @@ async fn replacement_v1_then_v2_replaces_updates_adds_and_removes() {
     .into();
     assert_eq!(planned, expected, "the plan of v2 over v1: {diff}");
 
+    // Replacing the table and the named bucket deletes their data: refused before any
+    // write, naming both, unless allowed.
+    let refused = v2.run(&cli, "deploy", &[]).await;
+    assert_eq!(refused.code, Some(1), "{refused}");
+    let text = refused.to_string();
+    for id in ["TableCD117FA1", "NamedBucket31614D6D"] {
+        assert!(text.contains(id), "{id} is named: {text}");
+    }
+    assert!(text.contains("--allow-stateful-replacement"), "{text}");
+    assert!(
+        !text.contains("MaybeFifoE8F17D0D"),
+        "a queue is not refused: {text}"
+    );
+    let allowed = v2
+        .run(&cli, "diff", &["--allow-stateful-replacement", "--fail"])
+        .await;
+    assert!(
+        !allowed.to_string().contains("deletes the data"),
+        "{allowed}"
+    );
+
     // The deploy's counts agree with the plan; `deleted` counts the replaced
     // predecessors too (their UpdateReplacePolicy is Delete).
-    let report = deploy(&cli, &v2)
+    let deployed = v2
+        .run(&cli, "deploy", &["--json", "--allow-stateful-replacement"])
         .await
+        .success()
         .unwrap_or_else(|e| panic!("v2: {e}"));
+    let report = deployed.json().unwrap_or_else(|e| panic!("v2: {e}"));
     let r = &report["stacks"][0];
     let count = |action: &str| planned.get(action).map_or(0, BTreeSet::len) as u64;
     assert_eq!(r["created"], count("create"), "{report:#}");

@@ -1288,6 +1288,7 @@ async fn a_replacement_killed_before_its_cleanup_then_the_previous_template_keep
             provider: ProviderKind::Sdk,
             deletion_policy: None,
             update_replace_policy: None,
+            secret_digest: None,
         },
         replaces: Some(queue.clone()),
         baseline: None,

@@ -59,6 +59,7 @@ fn record(id: &str, ty: &str, physical: &str, props: serde_json::Value) -> Resou
         provider: ProviderKind::Sdk,
         deletion_policy: None,
         update_replace_policy: None,
+        secret_digest: None,
     }
 }
 

@@ -135,6 +135,8 @@ fn generated_template(n: usize) {
                 pseudo: &pseudo(),
                 state: &empty,
                 env: &SyntheticEnvironment,
+                digest_key: None,
+                secret_digests: None,
             })
             .unwrap()
         },
@@ -151,6 +153,8 @@ fn generated_template(n: usize) {
                 pseudo: &pseudo(),
                 state: &state,
                 env: &SyntheticEnvironment,
+                digest_key: None,
+                secret_digests: None,
             })
             .unwrap()
         },
@@ -199,6 +203,8 @@ fn corpus() {
                             pseudo: &pseudo(),
                             state: &CurrentState::default(),
                             env: &SyntheticEnvironment,
+                            digest_key: None,
+                            secret_digests: None,
                         })
                         .unwrap(),
                     );

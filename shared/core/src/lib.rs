@@ -12,6 +12,8 @@ pub mod intrinsics;
 pub mod kind;
 pub mod plan;
 pub mod schema;
+pub mod secrets;
+pub mod stateful;
 pub mod template;
 
 pub use error::{ErrorKind, Path, Result, TemplateError};

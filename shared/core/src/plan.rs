@@ -18,6 +18,7 @@ use crate::graph::{Graph, references};
 use crate::intrinsics::{
     BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, evaluate_conditions,
 };
+use crate::secrets::{DigestKey, Masking, contains_mask};
 use crate::template::{Output, Policy, Template};
 
 mod diff;
@@ -49,6 +50,10 @@ pub struct StateResource {
     /// Its `UpdateReplacePolicy` when it was deployed.
     #[serde(default)]
     pub update_replace_policy: Option<Policy>,
+    /// The keyed digest of the values its dynamic references resolved to when it was
+    /// sent (none recorded: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_digest: Option<String>,
 }
 
 /// The part of a stack's state the plan needs.
@@ -112,6 +117,9 @@ pub enum Reason {
         /// The condition.
         condition: String,
     },
+    /// A secret it reads through a dynamic reference has another value now (its value
+    /// is not shown).
+    SecretChanged,
     /// Nothing differs.
     Unchanged,
 }
@@ -129,6 +137,7 @@ impl std::fmt::Display for Reason {
             Reason::ConditionFalse { condition } => {
                 write!(f, "its condition {condition} is false")
             }
+            Reason::SecretChanged => f.write_str("a secret it references has a new value"),
             Reason::Unchanged => f.write_str("unchanged"),
         }
     }
@@ -239,6 +248,12 @@ pub struct PlanInput<'a> {
     /// AWS lookups (availability zones, exports, other stacks' outputs, SSM parameters).
     /// Resource values come from `state`, not from here.
     pub env: &'a dyn Environment,
+    /// The stack's key for the digests recorded in place of secrets (see
+    /// [`crate::secrets`]); `None` masks without digests.
+    pub digest_key: Option<&'a DigestKey>,
+    /// The keyed digests of what each resource's dynamic references resolve to now, by
+    /// logical id (a resource that is absent is not compared).
+    pub secret_digests: Option<&'a IndexMap<String, String>>,
 }
 
 impl std::fmt::Debug for PlanInput<'_> {
@@ -272,7 +287,14 @@ impl Environment for PlanEnv<'_> {
         self.stays(id).map(|r| Value::String(r.physical_id.clone()))
     }
     fn resource_attribute(&self, id: &str, attr: &str) -> Option<Value> {
-        self.stays(id).and_then(|r| r.attributes.get(attr).cloned())
+        // An attribute that is a property the template sets (Cloud Control records
+        // only what AWS reports) reads the recorded property.
+        self.stays(id).and_then(|r| {
+            r.attributes
+                .get(attr)
+                .or_else(|| r.properties.get(attr))
+                .cloned()
+        })
     }
     fn availability_zones(&self, region: &str) -> Option<Vec<String>> {
         self.outer.availability_zones(region)
@@ -327,7 +349,6 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
     let mut planner = Planner {
         input,
         conditions: &conditions,
-        secrets: input.parameters.secret_values(),
         decided: HashMap::new(),
     };
     let mut resources = Vec::new();
@@ -344,16 +365,30 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
     })
 }
 
-/// What planning carries from one step to the next: the input, the evaluated conditions,
-/// the `NoEcho` values to mask, and the actions decided so far.
+/// What planning carries from one step to the next: the input, the evaluated conditions
+/// and the actions decided so far.
 struct Planner<'p, 'a> {
     input: &'p PlanInput<'a>,
     conditions: &'p IndexMap<String, bool>,
-    secrets: Vec<String>,
     decided: HashMap<String, Action>,
 }
 
 impl Planner<'_, '_> {
+    /// Masks what is planned as a deploy records it: values computed from secrets
+    /// (`NoEcho` parameters, attributes recorded masked) replaced by their digests.
+    fn masked(&self, template: &Value, resolved: &Value) -> Value {
+        let state = self.input.state;
+        let sensitive = |res: &str, attr: &str| {
+            state
+                .resources
+                .get(res)
+                .and_then(|r| r.attributes.get(attr))
+                .is_some_and(contains_mask)
+        };
+        Masking::new(self.input.parameters, self.input.digest_key, &sensitive)
+            .mask(template, resolved)
+    }
+
     /// Runs `f` with a resolver that sees the resources decided so far (see [`PlanEnv`]).
     fn with_resolver<T>(&self, f: impl FnOnce(&Resolver<'_>) -> Result<T>) -> Result<T> {
         let env = PlanEnv {
@@ -378,7 +413,15 @@ impl Planner<'_, '_> {
         let r = &self.input.template.resources[id];
         let properties = self.properties(id)?;
         let current = self.input.state.resources.get(id);
-        let (action, reason, changes) = decide(current, &r.ty, &properties);
+        let (mut action, mut reason, changes) = decide(current, &r.ty, &properties);
+        let now = self.input.secret_digests.and_then(|d| d.get(id));
+        let then = current.and_then(|c| c.secret_digest.as_ref());
+        if action == Action::NoOp
+            && let (Some(now), Some(then)) = (now, then)
+            && now != then
+        {
+            (action, reason) = (Action::Update, Reason::SecretChanged);
+        }
         self.decided.insert(id.to_string(), action);
         Ok(ResourcePlan {
             logical_id: id.to_string(),
@@ -409,7 +452,8 @@ impl Planner<'_, '_> {
             }
             resolver.resolve_properties(id)
         })?;
-        Ok(match mask_values(&Value::Object(props), &self.secrets) {
+        let template = Value::Object(r.properties.clone());
+        Ok(match self.masked(&template, &Value::Object(props)) {
             Value::Object(m) => m,
             _ => Map::new(),
         })
@@ -443,7 +487,7 @@ impl Planner<'_, '_> {
             .transpose()?
             .flatten();
         Ok(OutputPlan {
-            value: mask_values(&value, &self.secrets),
+            value: self.masked(&o.value, &value),
             export_name,
         })
     }

@@ -44,6 +44,8 @@ fn plan_stack(
         pseudo: &pseudo(&s.name),
         state,
         env: &SyntheticEnvironment,
+        digest_key: None,
+        secret_digests: None,
     })
 }
 
@@ -231,6 +233,8 @@ fn cfn_lint_templates_never_panic() {
                     pseudo: &pseudo(&s.name),
                     state: &CurrentState::default(),
                     env: &SyntheticEnvironment,
+                    digest_key: None,
+                    secret_digests: None,
                 })?;
             }
             Ok::<_, stackflow_core::TemplateError>(())

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use stackflow_core::TemplateError;
+use stackflow_core::secrets::DigestKey;
 use stackflow_events::event::{Event, Holder, ProviderKind};
 use stackflow_events::{EventStore, Precondition, StoreError, StreamId};
 use stackflow_providers::provider::{Properties, Provider};
@@ -44,6 +45,9 @@ pub struct DeployOptions {
     /// The deploy id to use (a remote start names its execution after it); a new one
     /// when `None`.
     pub deploy_id: Option<String>,
+    /// Replace resources that hold data (tables, buckets, databases, ...) when the plan
+    /// says so; refused before any write otherwise.
+    pub allow_stateful_replacement: bool,
 }
 
 impl DeployOptions {
@@ -57,6 +61,7 @@ impl DeployOptions {
             concurrency: 10,
             stop: rx,
             deploy_id: None,
+            allow_stateful_replacement: false,
         }
     }
 
@@ -107,6 +112,10 @@ pub struct Engine<S> {
     pub progress: Arc<dyn Progress>,
     /// Whether a lock holder is gone.
     pub stale: StaleCheck,
+    /// The key of the digests recorded in place of secret values (one per store; each
+    /// stack derives its own from it). `None` records a bare mask, so a changed secret
+    /// is not seen as a change.
+    pub digest_key: Option<DigestKey>,
 }
 
 /// Where a nested stack's provider finds its templates: the parent's input when the

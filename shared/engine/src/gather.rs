@@ -10,6 +10,7 @@ use serde_json::Value;
 use stackflow_core::Path;
 use stackflow_core::intrinsics::{Mode, Resolver, StackOutputRef, evaluate_conditions};
 use stackflow_core::plan::{Plan, PlanInput, plan};
+use stackflow_core::secrets::DigestKey;
 use stackflow_events::EventStore;
 
 use crate::engine::{Engine, EngineError};
@@ -68,7 +69,9 @@ impl<S: EventStore + 'static> Engine<S> {
             g.tried.outputs.extend(missing.outputs);
             g.tried.ssm.extend(missing.ssm);
         }
-        Ok((g.answers, imports.into_iter().collect()))
+        let mut answers = g.answers;
+        answers.secret_digests = self.current_digests(input, rec, &answers).await;
+        Ok((answers, imports.into_iter().collect()))
     }
 
     /// What a deploy of `input` would do now: the same lookups and the same recorded
@@ -86,19 +89,28 @@ impl<S: EventStore + 'static> Engine<S> {
             _ => input,
         };
         let (answers, _) = self.gather(input, &recorder, false).await?;
-        plan_of(input, &recorder, &answers)
+        let key = self.stack_digest_key(&input.name);
+        plan_of(input, &recorder, &answers, key.as_ref())
     }
 
     /// [`Engine::plan_only`], and what would stop that deploy before it changes anything
-    /// (one line per problem, with its template path).
+    /// (one line per problem, with its template path; a replacement that destroys data
+    /// is one unless `allow_stateful`).
     pub async fn preview(
         self: &Arc<Self>,
         input: &StackInput,
+        allow_stateful: bool,
     ) -> Result<(Plan, Vec<String>), EngineError> {
         let plan = self.plan_only(input).await?;
         let state =
             stackflow_events::load_state(self.store.as_ref(), &self.stream(&input.name)).await?;
-        let problems = preflight::problems(self, &Arc::new(input.clone()), &plan, &state);
+        let problems = preflight::problems(
+            self,
+            &Arc::new(input.clone()),
+            &plan,
+            &state,
+            allow_stateful,
+        );
         Ok((plan, problems))
     }
 
@@ -164,6 +176,7 @@ pub(crate) fn plan_of<S: EventStore>(
     input: &StackInput,
     recorder: &Recorder<S>,
     answers: &Answers,
+    key: Option<&DigestKey>,
 ) -> Result<Plan, EngineError> {
     let state = recorder.state().to_current_state();
     plan(&PlanInput {
@@ -173,6 +186,8 @@ pub(crate) fn plan_of<S: EventStore>(
         pseudo: &input.pseudo,
         state: &state,
         env: answers,
+        digest_key: key,
+        secret_digests: Some(&answers.secret_digests),
     })
     .map_err(|e| EngineError::Template(e.in_file(&input.source)))
 }
@@ -181,6 +196,7 @@ pub(crate) fn plan_of<S: EventStore>(
 fn questions<S: EventStore>(input: &StackInput, rec: &Recorder<S>, answers: &Answers) -> Questions {
     let state = rec.state();
     let base = DeployEnv {
+        sealed: None,
         state: &state,
         answers,
     };
@@ -236,6 +252,20 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
         }
     }
 
+    /// A secret that another stack recorded masked cannot be consumed: the consumer
+    /// would deploy the mask.
+    fn refuse_masked(&self, v: &Value, what: &str) -> Result<(), EngineError> {
+        if !stackflow_core::secrets::contains_mask(v) {
+            return Ok(());
+        }
+        Err(EngineError::Other(format!(
+            "{}: {what} reads a secret (a NoEcho value, recorded masked), which cannot be \
+             passed to another stack; read the secret itself in both stacks with a dynamic \
+             reference ({{{{resolve:secretsmanager:...}}}})",
+            self.input.source
+        )))
+    }
+
     async fn zones(&mut self, regions: &BTreeSet<String>) -> Result<(), EngineError> {
         for region in regions {
             match self.engine.lookups.availability_zones(region).await {
@@ -251,6 +281,7 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
     async fn exports(&mut self, names: &BTreeSet<String>) -> Result<(), EngineError> {
         for name in names {
             if let Some(v) = self.engine.find_export(&self.input.name, name).await? {
+                self.refuse_masked(&v, &format!("Fn::ImportValue of `{name}`"))?;
                 self.answers.exports.insert(name.clone(), v);
             } else if self.engine.cloudformation_fallback {
                 match self.engine.lookups.cloudformation_export(name).await {
@@ -276,7 +307,11 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
                 None
             };
             let v = match own {
-                Some(v) => Some(v),
+                Some(v) => {
+                    let what = format!("Fn::GetStackOutput of {}.{}", r.stack_name, r.output_name);
+                    self.refuse_masked(&v, &what)?;
+                    Some(v)
+                }
                 None if engine.cloudformation_fallback => {
                     match engine.lookups.cloudformation_output(r).await {
                         Ok(v) => v,

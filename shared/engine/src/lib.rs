@@ -11,6 +11,7 @@
 
 pub mod deploy;
 pub mod destroy;
+pub mod digest;
 pub mod engine;
 mod gather;
 pub mod keys;
@@ -22,6 +23,7 @@ pub mod reconcile;
 pub mod recorder;
 pub mod report;
 pub mod rollback;
+mod rotation;
 pub mod runner;
 pub mod schedule;
 pub mod scrub;

@@ -50,6 +50,10 @@ pub struct Answers {
     pub outputs: Vec<(StackOutputRef, Value)>,
     /// SSM parameter values by name.
     pub ssm: IndexMap<String, Value>,
+    /// The keyed digests of what each resource's dynamic references resolve to now (see
+    /// [`crate::rotation`]); digests only, never a value.
+    #[serde(default)]
+    pub secret_digests: IndexMap<String, String>,
 }
 
 impl Answers {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use stackflow_core::intrinsics::bind_parameters;
+use stackflow_core::secrets::Masking;
 use stackflow_core::template::NestedTemplate;
 use stackflow_events::EventStore;
 use stackflow_providers::ProviderError;
@@ -41,6 +42,7 @@ pub(crate) struct NestedStacks<S> {
 /// The input of a nested stack: its template, and the `Parameters` property as values.
 fn child_input(
     parent: &StackInput,
+    id: &str,
     child_name: &str,
     nested: &NestedTemplate,
     props: &Map<String, Value>,
@@ -64,7 +66,15 @@ fn child_input(
             values.insert(k.clone(), text);
         }
     }
-    let parameters = bind_parameters(&nested.template, &values)
+    // A parameter given a value computed from the parent's secrets is a secret in the
+    // child too, whatever the child's template declares.
+    let mut template = nested.template.clone();
+    for name in secret_parameters(parent, id, props) {
+        if let Some(p) = template.parameters.get_mut(&name) {
+            p.no_echo = true;
+        }
+    }
+    let parameters = bind_parameters(&template, &values)
         .map_err(|e| e.in_file(nested.file.display()).to_string())?;
     let mut pseudo = parent.pseudo.clone();
     pseudo.stack_name = child_name.to_string();
@@ -72,11 +82,33 @@ fn child_input(
     Ok(StackInput {
         name: child_name.to_string(),
         source: nested.file.display().to_string(),
-        template: nested.template.clone(),
+        template,
         parameters,
         pseudo,
         nested: nested.nested.clone(),
     })
+}
+
+/// The names of the child's parameters whose values (in `props`, the nested stack
+/// resource's resolved properties) the parent computed from a secret.
+fn secret_parameters(parent: &StackInput, id: &str, props: &Map<String, Value>) -> Vec<String> {
+    let sensitive = stackflow_core::secrets::no_sensitive_attributes;
+    let masking = Masking::new(&parent.parameters, None, &sensitive);
+    let template = parent
+        .template
+        .resources
+        .get(id)
+        .and_then(|r| r.properties.get("Parameters"));
+    let (Some(template), Some(given)) = (template, props.get("Parameters")) else {
+        return Vec::new();
+    };
+    masking
+        .tainted_pointers(template, given)
+        .iter()
+        .filter_map(|p| p.trim_start_matches('/').split('/').next())
+        .filter(|name| !name.is_empty())
+        .map(|name| name.replace("~1", "/").replace("~0", "~"))
+        .collect()
 }
 
 /// A child's run that did not end well, as a provider error.
@@ -120,7 +152,7 @@ impl<S: EventStore + 'static> NestedStacks<S> {
                 parent.source
             )));
         };
-        let input = child_input(parent, &child, nested, &request.properties)
+        let input = child_input(parent, id, &child, nested, &request.properties)
             .map_err(ProviderError::InvalidRequest)?;
         let report = deploy_boxed(self.engine.clone(), input, self.options.clone())
             .await
@@ -156,6 +188,7 @@ impl<S: EventStore + 'static> Provider for NestedStacks<S> {
         Box::pin(async move {
             let (physical_id, attributes) = self.deploy(request).await?;
             Ok(Created {
+                sensitive: false,
                 physical_id,
                 attributes,
             })
@@ -169,6 +202,7 @@ impl<S: EventStore + 'static> Provider for NestedStacks<S> {
         Box::pin(async move {
             let (physical_id, attributes) = self.deploy(request).await?;
             Ok(Updated {
+                sensitive: false,
                 physical_id,
                 attributes,
                 replaced: false,

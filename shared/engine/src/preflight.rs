@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use stackflow_core::intrinsics::as_unknown;
-use stackflow_core::plan::{Action, Plan};
+use stackflow_core::plan::{Action, Plan, Reason, ResourcePlan};
+use stackflow_core::stateful::holds_data;
 use stackflow_events::EventStore;
 use stackflow_events::projection::StackState;
 
@@ -48,13 +49,31 @@ fn never_known(input: &StackInput, v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A replacement that would destroy data (see [`holds_data`]): its line, with the
+/// property that forces it.
+fn destroys_data(r: &ResourcePlan) -> Option<String> {
+    if r.action != Action::Replace || !holds_data(&r.resource_type) {
+        return None;
+    }
+    let why = match &r.reason {
+        Reason::CreateOnlyChanged { paths } => format!("{} changed", paths.join(", ")),
+        other => other.to_string(),
+    };
+    Some(format!(
+        "Resources.{}: replacing this {} deletes the data it holds ({why}); revert that \
+         change, or pass --allow-stateful-replacement to replace it anyway",
+        r.logical_id, r.resource_type
+    ))
+}
+
 /// What would make a deploy of `input` with `plan` fail: one line per problem, each with
-/// its template path.
+/// its template path. A replacement that destroys data is one unless `allow_stateful`.
 pub fn problems<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     input: &Arc<StackInput>,
     plan: &Plan,
     state: &StackState,
+    allow_stateful: bool,
 ) -> Vec<String> {
     let options = DeployOptions::new();
     let ctx = NestedContext {
@@ -65,6 +84,9 @@ pub fn problems<S: EventStore + 'static>(
     for r in &plan.resources {
         if !matches!(r.action, Action::Create | Action::Update | Action::Replace) {
             continue;
+        }
+        if !allow_stateful && let Some(line) = destroys_data(r) {
+            out.push(line);
         }
         let at = format!("Resources.{}", r.logical_id);
         let recorded = state.resources.get(&r.logical_id).map(|s| s.provider);
@@ -92,8 +114,9 @@ pub(crate) fn check<S: EventStore + 'static>(
     input: &Arc<StackInput>,
     plan: &Plan,
     state: &StackState,
+    allow_stateful: bool,
 ) -> Result<(), EngineError> {
-    let found = problems(engine, input, plan, state);
+    let found = problems(engine, input, plan, state, allow_stateful);
     if found.is_empty() {
         return Ok(());
     }

@@ -17,7 +17,9 @@ use crate::engine::{Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, op_name};
 use crate::progress::ProgressEvent;
 use crate::recorder::Recorder;
-use crate::secrets::{Masker, contains_mask, for_record, resolve_dynamic};
+use crate::secrets::{
+    Masker, contains_mask, mask_attributes_plain, resolve_dynamic, resolved_secrets,
+};
 use crate::step::Step;
 
 /// How a replay ended: `Ok(what)` when its outcome was recorded, `Err(why)` when it was
@@ -113,26 +115,37 @@ async fn replay_update<S: EventStore + 'static>(
             return Err("its properties hold a masked NoEcho value".to_string());
         }
         let provider = engine.recorded_provider(&p.resource_type, p.provider, ctx)?;
-        let (call, _) = resolve_dynamic(engine.lookups.as_ref(), &sent)
+        let resolved = resolve_dynamic(engine.lookups.as_ref(), &sent)
             .await
             .map_err(|(_, m)| m)?;
-        let mut request = step.request(call);
+        let needles = resolved_secrets(&resolved.resolution);
+        let mut request = step.request(resolved.props);
         request.physical_id = Some(current.physical_id.clone());
         request.previous_properties = Some(current.properties.clone());
-        provider.update(&request).await.map_err(|e| e.to_string())
+        let masker = Masker {
+            resolution: Some(&resolved.resolution),
+            secrets: &[],
+        };
+        match provider.update(&request).await {
+            Ok(updated) => Ok((updated, needles)),
+            Err(e) => Err(masker.text(&e.to_string())),
+        }
     };
     match replay.await {
-        Ok(updated) => {
+        Ok((updated, needles)) => {
+            let attributes =
+                mask_attributes_plain(&updated.attributes, updated.sensitive, &needles);
             let record = ResourceRecord {
                 logical_id: p.logical_id.clone(),
                 resource_type: p.resource_type.clone(),
                 physical_id: updated.physical_id,
                 properties: sent,
-                attributes: updated.attributes,
+                attributes,
                 dependencies: current.dependencies.clone(),
                 provider: current.provider,
                 deletion_policy: current.deletion_policy,
                 update_replace_policy: current.update_replace_policy,
+                secret_digest: None,
             };
             step.updated(Phase::Reconciled, record, current.properties.clone())
                 .await?;
@@ -232,12 +245,15 @@ async fn replay_create<S: EventStore + 'static>(
     let Some(props) = replay.properties else {
         return Ok(Err("interrupted, and its properties are not known: check AWS for a resource made by this call".into()));
     };
-    let record_props = match deployment {
-        Some(d) => for_record(&props, &d.secrets),
-        None => props.clone(),
+    let (record_props, mut needles) = match deployment {
+        Some(d) => d.record_properties(&p.logical_id, &props),
+        None => (props.clone(), Vec::new()),
     };
     let call_props = match resolve_dynamic(engine.lookups.as_ref(), &props).await {
-        Ok((c, _)) => c,
+        Ok(resolved) => {
+            needles.extend(resolved_secrets(&resolved.resolution));
+            resolved.props
+        }
         Err((_, m)) => return Ok(Err(format!("interrupted, and cannot be replayed: {m}"))),
     };
     let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
@@ -246,19 +262,23 @@ async fn replay_create<S: EventStore + 'static>(
     };
     let request = step.request(call_props);
     let found = match provider.create(&request).await {
-        Ok(c) => Ok((c.physical_id, c.attributes)),
+        Ok(c) => Ok((c.physical_id, c.attributes, c.sensitive)),
         Err(ProviderError::AlreadyExists(m)) => match provider.import(&request).await {
             Ok(Imported::Found {
                 physical_id,
                 attributes,
-            }) => Ok((physical_id, attributes)),
+            }) => Ok((physical_id, attributes, false)),
             _ => Err(ProviderError::AlreadyExists(m)),
         },
         Err(e) => Err(e),
     };
     let verb = op_name(p.operation);
     match found {
-        Ok((physical_id, attributes)) => {
+        Ok((physical_id, attributes, all_secret)) => {
+            let attributes = match deployment {
+                Some(d) => d.record_attributes(&p.logical_id, attributes, all_secret, &needles),
+                None => mask_attributes_plain(&attributes, all_secret, &needles),
+            };
             let record = ResourceRecord {
                 logical_id: p.logical_id.clone(),
                 resource_type: p.resource_type.clone(),
@@ -269,6 +289,7 @@ async fn replay_create<S: EventStore + 'static>(
                 provider: p.provider,
                 deletion_policy: replay.deletion_policy,
                 update_replace_policy: replay.update_replace_policy,
+                secret_digest: None,
             };
             let replaces = (p.operation == Operation::Replace)
                 .then(|| p.physical_id.clone())
@@ -281,7 +302,7 @@ async fn replay_create<S: EventStore + 'static>(
         Err(e) => {
             let masker = Masker {
                 resolution: None,
-                secrets: deployment.map(|d| d.secrets.as_slice()).unwrap_or(&[]),
+                secrets: &needles,
             };
             step.failed(Phase::Reconciled, masker.error(&e)).await?;
             Ok(Ok(format!(

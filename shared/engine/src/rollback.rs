@@ -19,7 +19,7 @@ use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
 use crate::report::{Failure, RollbackReport, StackReport, StackStatus};
-use crate::secrets::{Masker, resolve_dynamic};
+use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic};
 use crate::step::Step;
 
 /// A rollback of a failed deploy's journal.
@@ -249,7 +249,24 @@ impl<S: EventStore + 'static> Rollback<'_, S> {
                 }
             }
             Some(previous) => {
-                let (call, resolution) = resolve_dynamic(self.engine.lookups.as_ref(), &previous)
+                if let Some(at) = masked_at(&previous) {
+                    // A secret is recorded masked: sending the mask would break the
+                    // resource, so the restore is refused.
+                    return Err(plain.info(
+                        "MaskedValue",
+                        &format!(
+                            "cannot restore {}: its property at {at} held a secret value, \
+                             which is recorded masked; deploy the previous template (with \
+                             its NoEcho parameters) to put it back",
+                            undo.physical_id
+                        ),
+                    ));
+                }
+                let Resolved {
+                    props: call,
+                    resolution,
+                    ..
+                } = resolve_dynamic(self.engine.lookups.as_ref(), &previous)
                     .await
                     .map_err(|(name, message)| ErrorInfo { name, message })?;
                 let mut request = step.request(call);

@@ -257,7 +257,8 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         },
     )
     .await;
-    if provisioned.all_succeeded() && !tally.has_fatal() && !d.options.stopped() {
+    let cleaned = provisioned.all_succeeded() && !tally.has_fatal() && !d.options.stopped();
+    if cleaned {
         // Cleanup: deletes of removed resources and replaced predecessors.
         let (items, cleanup_tasks) = d.cleanup_tasks();
         let by_id = cleanup_items(&items);
@@ -277,6 +278,15 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     }
     let stopped_by_user = d.options.stopped();
     tally.into_report(&mut report)?;
+    if cleaned && !report.failures.is_empty() {
+        // A failure during cleanup cannot be undone (a replaced resource's old copy may
+        // be gone already): the deploy is done, and what is left to delete stays in the
+        // state for the next deploy or destroy to finish.
+        report.outputs = d.finish().await?;
+        report.status = StackStatus::Partial;
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
     conclude(&d, &mut report, stopped_by_user).await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)

@@ -2,16 +2,170 @@
 //! `NoEcho` values masked in what is recorded, and provider errors masked before they
 //! are appended.
 
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use stackflow_core::dynref::{self, DynamicReference};
 use stackflow_core::plan::mask_values;
+use stackflow_core::secrets::{DigestKey, Masking, contains_mask as holds_mask};
+use stackflow_events::EventStore;
 use stackflow_events::event::ErrorInfo;
+use stackflow_events::projection::StackState;
 use stackflow_providers::ProviderError;
 
+use crate::deploy::Deployment;
+use crate::engine::Engine;
 use crate::lookups::Lookups;
 
-/// Masks every secret in `text`: dynamic reference values and `NoEcho` parameters.
+/// Attribute values recorded masked, as AWS gave them, by resource and attribute: what
+/// `Fn::GetAtt` reads during the deploy that got them. Memory only; never serialized.
+#[derive(Clone, Default)]
+pub struct Sealed(Arc<Mutex<IndexMap<String, IndexMap<String, Value>>>>);
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealed(<redacted>)")
+    }
+}
+
+impl Sealed {
+    /// The values, to read.
+    pub fn read(&self) -> MutexGuard<'_, IndexMap<String, IndexMap<String, Value>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<S> Engine<S> {
+    /// The digest key of stack `stack`.
+    pub(crate) fn stack_digest_key(&self, stack: &str) -> Option<DigestKey> {
+        self.digest_key.as_ref().map(|k| k.for_stack(stack))
+    }
+}
+
+/// True when `res.attr` is a secret: recorded masked, or held sealed.
+fn sensitive(state: &StackState, sealed: &Sealed, res: &str, attr: &str) -> bool {
+    sealed.read().get(res).is_some_and(|a| a.contains_key(attr))
+        || state
+            .resources
+            .get(res)
+            .and_then(|r| r.attributes.get(attr))
+            .is_some_and(holds_mask)
+}
+
+impl<S: EventStore + 'static> Deployment<S> {
+    /// Runs `f` with this stack's [`Masking`].
+    pub(crate) fn with_masking<T>(&self, f: impl FnOnce(&Masking<'_>) -> T) -> T {
+        let state = self.recorder.state();
+        let is_sensitive = |r: &str, a: &str| sensitive(&state, &self.sealed, r, a);
+        f(&Masking::new(
+            &self.input.parameters,
+            self.digest_key.as_ref(),
+            &is_sensitive,
+        ))
+    }
+
+    /// Resource `id`'s resolved properties as they are recorded (values computed from
+    /// secrets replaced by their digests), and those values as sent, to mask messages.
+    pub(crate) fn record_properties(
+        &self,
+        id: &str,
+        resolved: &Map<String, Value>,
+    ) -> (Map<String, Value>, Vec<String>) {
+        let template = self
+            .input
+            .template
+            .resources
+            .get(id)
+            .map(|r| Value::Object(r.properties.clone()))
+            .unwrap_or(Value::Null);
+        let resolved = Value::Object(resolved.clone());
+        self.with_masking(|m| {
+            (
+                as_map(m.mask(&template, &resolved)),
+                m.tainted_values(&template, &resolved),
+            )
+        })
+    }
+
+    /// The attributes a provider reported for `id`, as they are recorded: all masked when
+    /// the provider said they are secret, else each value that holds one of `needles`
+    /// (the call's resolved secrets and tainted values). The values masked are kept
+    /// sealed for `Fn::GetAtt` during this deploy.
+    pub(crate) fn record_attributes(
+        &self,
+        id: &str,
+        attributes: IndexMap<String, Value>,
+        all_secret: bool,
+        needles: &[String],
+    ) -> IndexMap<String, Value> {
+        let recorded = self.with_masking(|m| mask_attributes(m, &attributes, all_secret, needles));
+        let sealed: IndexMap<String, Value> = attributes
+            .into_iter()
+            .filter(|(k, v)| recorded.get(k) != Some(v))
+            .collect();
+        self.seal(id, sealed);
+        recorded
+    }
+
+    /// Keeps `values` of resource `id`'s attributes for `Fn::GetAtt` during this deploy.
+    pub(crate) fn seal(&self, id: &str, values: IndexMap<String, Value>) {
+        if !values.is_empty() {
+            let mut all = self.sealed.read();
+            all.entry(id.to_string()).or_default().extend(values);
+        }
+    }
+}
+
+/// `attributes` as recorded (see [`Deployment::record_attributes`]).
+pub(crate) fn mask_attributes(
+    m: &Masking<'_>,
+    attributes: &IndexMap<String, Value>,
+    all_secret: bool,
+    needles: &[String],
+) -> IndexMap<String, Value> {
+    attributes
+        .iter()
+        .map(|(k, v)| {
+            let masked = if all_secret {
+                m.mask_whole(v)
+            } else {
+                m.mask_containing(v, needles)
+            };
+            (k.clone(), masked)
+        })
+        .collect()
+}
+
+/// `attributes` as recorded when no deployment is at hand (a replay outside a deploy):
+/// masked by the call's secrets only.
+pub(crate) fn mask_attributes_plain(
+    attributes: &IndexMap<String, Value>,
+    all_secret: bool,
+    needles: &[String],
+) -> IndexMap<String, Value> {
+    let params = stackflow_core::intrinsics::BoundParameters::default();
+    let m = Masking::new(
+        &params,
+        None,
+        &stackflow_core::secrets::no_sensitive_attributes,
+    );
+    mask_attributes(&m, attributes, all_secret, needles)
+}
+
+/// The secret values a call's resolution substituted.
+pub(crate) fn resolved_secrets(resolution: &dynref::Resolution) -> Vec<String> {
+    resolution
+        .records
+        .iter()
+        .flat_map(|r| r.secrets.iter().cloned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Masks every secret in `text`: dynamic reference values, and `NoEcho` parameters and
+/// the values computed from them, each in every form it can take in a message (raw,
+/// JSON-escaped, base64).
 pub(crate) fn mask_text(
     text: &str,
     resolution: Option<&dynref::Resolution>,
@@ -21,7 +175,11 @@ pub(crate) fn mask_text(
         Some(r) => r.mask(text),
         None => text.to_string(),
     };
-    match mask_values(&Value::String(text.clone()), secrets) {
+    let forms: Vec<String> = secrets
+        .iter()
+        .flat_map(|s| stackflow_core::secrets::forms(s))
+        .collect();
+    match mask_values(&Value::String(text.clone()), &forms) {
         Value::String(s) => s,
         _ => text,
     }
@@ -59,20 +217,28 @@ impl Masker<'_> {
     }
 }
 
-/// `properties` with the stack's `NoEcho` values masked: what is recorded.
-pub(crate) fn for_record(
-    properties: &Map<String, Value>,
-    secrets: &[String],
-) -> Map<String, Value> {
-    as_map(mask_values(&Value::Object(properties.clone()), secrets))
-}
-
 /// An object value's map (empty for anything else).
 pub(crate) fn as_map(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => Map::new(),
     }
+}
+
+/// The JSON pointer of the first masked value in `props` (see [`contains_mask`]).
+pub(crate) fn masked_at(props: &Map<String, Value>) -> Option<String> {
+    fn walk(v: &Value, at: String) -> Option<String> {
+        match v {
+            Value::String(s) if s.contains(stackflow_core::secrets::MASK) => Some(at),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, x)| walk(x, format!("{at}/{i}"))),
+            Value::Object(m) => m.iter().find_map(|(k, x)| walk(x, format!("{at}/{k}"))),
+            _ => None,
+        }
+    }
+    props.iter().find_map(|(k, v)| walk(v, format!("/{k}")))
 }
 
 /// True when `v` holds a masked `NoEcho` value (`****`), which must never be sent.
@@ -82,6 +248,18 @@ pub(crate) fn contains_mask(v: &Value) -> bool {
         Value::Array(items) => items.iter().any(contains_mask),
         Value::Object(m) => m.values().any(contains_mask),
         _ => false,
+    }
+}
+
+/// Every `{{resolve:...}}` occurrence's text in the strings of `v`.
+pub(crate) fn collect_references(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if dynref::contains_dynamic_reference(s) => {
+            out.extend(crate::rotation::occurrences(s));
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_references(i, out)),
+        Value::Object(m) => m.values().for_each(|i| collect_references(i, out)),
+        _ => {}
     }
 }
 
@@ -107,12 +285,20 @@ pub(crate) fn check_dynamic(props: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
-/// Resolves the dynamic references in `props` for one call: the values to send, and the
-/// resolution that masks them in messages.
+/// One call's properties with their dynamic references resolved: what is sent, the
+/// resolution that masks the values in messages, and each reference's value (for the
+/// digest that sees a rotation, [`crate::rotation::digest`]).
+pub(crate) struct Resolved {
+    pub props: Map<String, Value>,
+    pub resolution: dynref::Resolution,
+    pub values: IndexMap<String, String>,
+}
+
+/// Resolves the dynamic references in `props` for one call.
 pub(crate) async fn resolve_dynamic(
     lookups: &dyn Lookups,
     props: &Map<String, Value>,
-) -> Result<(Map<String, Value>, dynref::Resolution), DynamicError> {
+) -> Result<Resolved, DynamicError> {
     let mut texts: Vec<String> = Vec::new();
     collect_strings(&Value::Object(props.clone()), &mut texts);
     let mut values: IndexMap<String, String> = IndexMap::new();
@@ -130,7 +316,11 @@ pub(crate) async fn resolve_dynamic(
         }
     }
     if values.is_empty() {
-        return Ok((props.clone(), dynref::Resolution::default()));
+        return Ok(Resolved {
+            props: props.clone(),
+            resolution: dynref::Resolution::default(),
+            values,
+        });
     }
     let lookup = |r: &DynamicReference| -> Result<String, String> {
         values
@@ -145,7 +335,11 @@ pub(crate) async fn resolve_dynamic(
     };
     let (v, resolution) = dynref::resolve(&Value::Object(props.clone()), &lookup)
         .map_err(|e| ("InvalidRequest".to_string(), e.to_string()))?;
-    Ok((as_map(v), resolution))
+    Ok(Resolved {
+        props: as_map(v),
+        resolution,
+        values,
+    })
 }
 
 #[cfg(test)]
@@ -155,10 +349,15 @@ mod tests {
 
     #[test]
     fn masks_cover_noecho_values_in_messages() {
-        let secrets = vec!["hunter2".to_string()];
+        let secrets = vec!["hunter2".to_string(), "say \"hi\"".to_string()];
         assert_eq!(
             mask_text("bad value hunter2 for Password", None, &secrets),
             "bad value **** for Password"
+        );
+        // As an AWS error quotes a request: JSON-escaped, and base64.
+        assert_eq!(
+            mask_text(r#"{"Value":"say \"hi\""} / aHVudGVyMg=="#, None, &secrets),
+            r#"{"Value":"****"} / ****"#
         );
     }
 

@@ -43,6 +43,8 @@ pub struct DeployEnv<'a> {
     pub state: &'a StackState,
     /// The lookups.
     pub answers: &'a Answers,
+    /// Attribute values recorded masked, as AWS gave them during this deploy.
+    pub sealed: Option<&'a IndexMap<String, IndexMap<String, Value>>>,
 }
 
 impl Environment for DeployEnv<'_> {
@@ -53,10 +55,17 @@ impl Environment for DeployEnv<'_> {
             .map(|r| Value::String(r.physical_id.clone()))
     }
     fn resource_attribute(&self, id: &str, attribute: &str) -> Option<Value> {
-        self.state
-            .resources
-            .get(id)
-            .and_then(|r| r.attributes.get(attribute).cloned())
+        if let Some(v) = self.sealed.and_then(|s| s.get(id)?.get(attribute)) {
+            return Some(v.clone());
+        }
+        // An attribute that is a property the template sets (Cloud Control records only
+        // what AWS reports) reads the recorded property.
+        self.state.resources.get(id).and_then(|r| {
+            r.attributes
+                .get(attribute)
+                .or_else(|| r.properties.get(attribute))
+                .cloned()
+        })
     }
     fn availability_zones(&self, region: &str) -> Option<Vec<String>> {
         self.answers.availability_zones(region)

@@ -17,7 +17,7 @@ use stackflow_engine::{StackStatus, deploy_stack, destroy_stack, rollback_stack}
 use stackflow_events::EventStore;
 use stackflow_events::event::Event;
 use stackflow_events::projection::{DeployStatus, StackState};
-use support::{CallResult, Op, Rig, input, nested, options, stoppable};
+use support::{CallResult, Op, Rig, deploy, deploy_ok, input, nested, options, param, stoppable};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -42,13 +42,6 @@ fn queue(name: &str, visibility: u64) -> Value {
     })
 }
 
-fn param(name: &str, value: Value) -> Value {
-    json!({
-        "Type": "AWS::SSM::Parameter",
-        "Properties": { "Name": name, "Type": "String", "Value": value }
-    })
-}
-
 fn join(parts: Vec<Value>) -> Value {
     json!({ "Fn::Join": ["|", parts] })
 }
@@ -56,23 +49,6 @@ fn join(parts: Vec<Value>) -> Value {
 fn with(mut resource: Value, key: &str, value: &str) -> Value {
     resource[key] = json!(value);
     resource
-}
-
-async fn deploy(rig: &Rig, input: &StackInput) -> stackflow_engine::StackReport {
-    deploy_stack(rig.engine.clone(), input.clone(), options())
-        .await
-        .unwrap_or_else(|e| panic!("deploy of {}: {e}\n{:#?}", input.name, rig.lines.all()))
-}
-
-async fn deploy_ok(rig: &Rig, input: &StackInput) -> stackflow_engine::StackReport {
-    let report = deploy(rig, input).await;
-    assert_eq!(
-        report.status,
-        StackStatus::Succeeded,
-        "{report:#?}\n{:#?}",
-        rig.lines.all()
-    );
-    report
 }
 
 fn position(log: &[(Op, String)], op: Op, id: &str) -> usize {
@@ -1348,72 +1324,6 @@ async fn a_template_that_cannot_be_deployed_changes_nothing() {
     assert!(rig.cloud.calls().is_empty(), "no provider call");
     assert!(rig.events("app").await.is_empty(), "nothing appended");
     // The diff lists the same problems.
-    let (_, problems) = rig.engine.preview(&bad).await.unwrap();
+    let (_, problems) = rig.engine.preview(&bad, false).await.unwrap();
     assert_eq!(problems.len(), 4, "{problems:#?}");
-}
-
-// ---------------------------------------------------------------------------------------
-// Secrets
-// ---------------------------------------------------------------------------------------
-
-#[tokio::test]
-async fn no_secret_reaches_the_log_the_report_or_the_progress() {
-    const FROM_SECRETS_MANAGER: &str = "dyn-plaintext-7Q2x";
-    const NO_ECHO: &str = "noecho-plaintext-K9v";
-    let reference = "{{resolve:secretsmanager:db:SecretString:password}}";
-    let mut lookups = support::FakeLookups::default();
-    lookups
-        .dynamic
-        .insert(reference.into(), FROM_SECRETS_MANAGER.into());
-    let rig = Rig::with_lookups(lookups);
-    let template = |with_d: bool| {
-        let mut resources = json!({
-            "A": param("/a", json!(reference)),
-            "B": param("/b", json!({"Fn::Sub": "user:${Pw}"})),
-            "C": param("/c", json!({"Fn::Join": ["-", [{"Ref": "Pw"}, "x"]]})),
-        });
-        if with_d {
-            resources["D"] = param("/d", json!(format!("prefix-{reference}")));
-        }
-        json!({
-            "Parameters": { "Pw": { "Type": "String", "NoEcho": true } },
-            "Resources": resources,
-            "Outputs": { "Out": { "Value": {"Ref": "Pw"} } }
-        })
-    };
-    let v1 = support::input_with("app", template(false), &[("Pw", NO_ECHO)]);
-    let first = deploy_ok(&rig, &v1).await;
-    // The values did reach the (fake) cloud: the test looks for something real.
-    let sent = serde_json::to_string(&rig.cloud.contents()).unwrap();
-    assert!(sent.contains(FROM_SECRETS_MANAGER) && sent.contains(NO_ECHO));
-    // A failing call whose error quotes what it was sent, then the rollback.
-    rig.cloud.fail_echoing_once(Op::Create, "D");
-    let v2 = support::input_with("app", template(true), &[("Pw", NO_ECHO)]);
-    let failed = deploy(&rig, &v2).await;
-    assert_eq!(failed.status, StackStatus::Failed);
-    let quoted = failed.failures[0].error.message.clone();
-    assert!(
-        quoted.contains("prefix-"),
-        "the error quotes the request: {quoted}"
-    );
-
-    let mut written: Vec<String> = rig
-        .events("app")
-        .await
-        .iter()
-        .map(|e| serde_json::to_string(e).unwrap())
-        .collect();
-    let stream = rig.stream("app");
-    if let Some((_, body)) = rig.store.latest_snapshot(&stream).await.unwrap() {
-        written.push(body.to_string());
-    }
-    written.push(serde_json::to_string(&rig.state("app").await).unwrap());
-    written.push(serde_json::to_string(&first).unwrap());
-    written.push(serde_json::to_string(&failed).unwrap());
-    written.extend(rig.lines.all());
-    for text in &written {
-        for secret in [FROM_SECRETS_MANAGER, NO_ECHO] {
-            assert!(!text.contains(secret), "{secret} written in: {text}");
-        }
-    }
 }

@@ -122,6 +122,10 @@ pub struct ResourceRecord {
     /// `UpdateReplacePolicy`.
     #[serde(default)]
     pub update_replace_policy: Option<Policy>,
+    /// A keyed digest of the values its dynamic references resolved to when it was sent
+    /// (the values are never recorded): a rotated secret changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_digest: Option<String>,
 }
 
 /// The result of comparing one resource with its baseline.

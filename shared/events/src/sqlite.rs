@@ -113,6 +113,20 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
+/// Creates `path` readable and writable by its owner only (mode 0600) when it does not
+/// exist; SQLite gives its journal files the database file's mode.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl SqliteStore {
     /// Opens the store in the file at `path`, creating the file, its parent directories
     /// and the layout when missing, and migrating an older layout.
@@ -127,6 +141,9 @@ impl SqliteStore {
                 ))
             })?;
         }
+        create_private(&path).map_err(|e| {
+            StoreError::Backend(format!("event store {shown}: cannot create it: {e}"))
+        })?;
         let mut writer = Connection::open(&path).map_err(backend(&shown, "open"))?;
         configure(&writer).map_err(backend(&shown, "configure"))?;
         // WAL lets readers run while a writer writes, here and in other processes. The

@@ -70,6 +70,7 @@ pub fn history(n: usize) -> Vec<NewEvent> {
                 provider: ProviderKind::Sdk,
                 deletion_policy: Some(Policy::Delete),
                 update_replace_policy: None,
+                secret_digest: None,
             };
             let baseline = Some(Baseline::Recorded {
                 observed: resource.properties.clone(),

@@ -528,3 +528,32 @@ async fn another_process_is_refused() {
     assert_eq!(read.len(), 2, "this process reads the child's event");
     assert_eq!(read[1].key, "child/note");
 }
+
+/// The database and its journal hold a deploy's record: only their owner can read them.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_database_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("mode");
+    let store = SqliteStore::open(dir.db()).unwrap();
+    let stream = StreamId::new("us-east-1", "app");
+    store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "k",
+                Event::LockReleased {
+                    deploy_id: "d".into(),
+                },
+            ),
+            &Precondition::None,
+        )
+        .await
+        .unwrap();
+    let parent = dir.db().parent().unwrap().to_path_buf();
+    for entry in std::fs::read_dir(parent).unwrap() {
+        let path = entry.unwrap().path();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} has mode {mode:o}", path.display());
+    }
+}

@@ -369,15 +369,26 @@ pub fn update_patch(
     diff_patch(&previous, &desired, &resend)
 }
 
-/// The `Fn::GetAtt` values in a resource model: every top-level property, and each nested
-/// read-only property under its dotted name (`Endpoint.Address`).
+/// The `Fn::GetAtt` values in a resource model: the properties the schema marks read-only
+/// (what AWS reports, never what the template sent, which may hold a resolved secret),
+/// nested ones under their dotted name (`Endpoint.Address`). A `Fn::GetAtt` of a property
+/// the template sets reads the recorded property. Without a schema, every property.
 pub fn attributes_from_model(
     schema: Option<&ResourceSchema>,
     model: &Map<String, Value>,
 ) -> Attributes {
-    let mut attributes: Attributes = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    for path in schema.map(|s| s.read_only.as_slice()).unwrap_or_default() {
+    let Some(schema) = schema else {
+        return model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    };
+    let mut attributes = Attributes::new();
+    for path in &schema.read_only {
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if segments.len() == 1
+            && let Some(v) = model.get(segments[0])
+        {
+            attributes.insert(segments[0].to_string(), v.clone());
+            continue;
+        }
         if segments.len() < 2 || segments.contains(&"*") {
             continue;
         }
@@ -430,6 +441,7 @@ impl Provider for CloudControlProvider {
                 .attributes_of(&request.resource_type, &physical_id)
                 .await?;
             Ok(Created {
+                sensitive: false,
                 physical_id,
                 attributes,
             })
@@ -450,6 +462,7 @@ impl Provider for CloudControlProvider {
                 .attributes_of(&request.resource_type, identifier)
                 .await?;
             Ok(Updated {
+                sensitive: false,
                 physical_id: identifier.to_string(),
                 attributes,
                 replaced: false,
@@ -570,10 +583,16 @@ mod tests {
             read_only: vec!["Arn".into(), "Endpoint/Address".into()],
             ..ResourceSchema::default()
         };
-        let model = map(json!({"Arn": "a", "Endpoint": {"Address": "h", "Port": 1}}));
+        let model = map(json!({
+            "Arn": "a",
+            "Endpoint": {"Address": "h", "Port": 1},
+            "MasterUserPassword": "resolved-secret"
+        }));
         let got = attributes_from_model(Some(&s), &model);
         assert_eq!(got.get("Arn"), Some(&json!("a")));
         assert_eq!(got.get("Endpoint.Address"), Some(&json!("h")));
+        // What the template sent (here a resolved secret) is never an attribute.
+        assert_eq!(got.len(), 2, "{got:?}");
     }
 
     #[test]

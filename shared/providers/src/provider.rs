@@ -104,6 +104,9 @@ impl ResourceRequest {
 /// The answer to a create.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Created {
+    /// True when the attributes are secret as a whole (a custom resource that answered
+    /// `NoEcho: true`): usable by `Fn::GetAtt` during the deploy, recorded masked.
+    pub sensitive: bool,
     /// The id AWS knows the resource by (what `Ref` returns for most types).
     pub physical_id: String,
     /// The `Fn::GetAtt` values.
@@ -113,6 +116,9 @@ pub struct Created {
 /// The answer to an update.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Updated {
+    /// True when the attributes are secret as a whole (a custom resource that answered
+    /// `NoEcho: true`): usable by `Fn::GetAtt` during the deploy, recorded masked.
+    pub sensitive: bool,
     /// The physical id after the update (a new one when `replaced`).
     pub physical_id: String,
     /// The `Fn::GetAtt` values after the update.

@@ -52,6 +52,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     };
     let mut options = DeployOptions::new();
     options.no_rollback = args.no_rollback;
+    options.allow_stateful_replacement = args.allow_stateful_replacement;
     options.concurrency = usize::from(args.concurrency);
     options.stop = stop_on_ctrl_c();
 
@@ -63,8 +64,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
                 .deploy(
                     &setup.engine.store,
                     &input,
-                    args.no_rollback,
-                    usize::from(args.concurrency),
+                    &options,
                     !args.remote.no_follow,
                 )
                 .await?;

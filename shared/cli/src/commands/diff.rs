@@ -35,7 +35,10 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     let mut problems: Vec<(String, Vec<String>)> = Vec::new();
     for (stack, parameters) in stacks.iter().zip(bound) {
         let input = setup.input(stack.clone(), parameters);
-        let (plan, found) = setup.engine.preview(&input).await?;
+        let (plan, found) = setup
+            .engine
+            .preview(&input, args.allow_stateful_replacement)
+            .await?;
         problems.push((input.name.clone(), found));
         plans.push(plan);
     }

@@ -11,6 +11,7 @@ use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::Value;
 use stackflow_core::intrinsics::partition;
 use stackflow_engine::definitions::{self, Target};
+use stackflow_engine::engine::DeployOptions;
 use stackflow_engine::keys::new_id;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
@@ -187,8 +188,7 @@ impl Remote {
         &self,
         store: &Store,
         input: &StackInput,
-        no_rollback: bool,
-        concurrency: usize,
+        options: &DeployOptions,
         follow: bool,
     ) -> anyhow::Result<ExitCode> {
         let deploy_id = new_id("d");
@@ -197,6 +197,9 @@ impl Remote {
             .put_object()
             .bucket(&self.bucket)
             .key(&key)
+            // The input holds the NoEcho parameter values: encrypted at rest, and
+            // deleted by the engine when the deploy ends.
+            .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
             .body(serde_json::to_vec(input)?.into())
             .send()
             .await
@@ -210,9 +213,10 @@ impl Remote {
         let request = DeployRequest {
             stack: input.name.clone(),
             input_key: key,
-            no_rollback,
-            concurrency,
+            no_rollback: options.no_rollback,
+            concurrency: options.concurrency,
             deploy_id: Some(deploy_id.clone()),
+            allow_stateful_replacement: options.allow_stateful_replacement,
         };
         let execution = self
             .start("deploy", &deploy_id, &serde_json::to_value(&request)?)
@@ -279,6 +283,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         s3: s3_client(&config),
         sfn: sfn.clone(),
         bucket,
+        kms_key: None,
     });
     let worker = Worker {
         tasks,

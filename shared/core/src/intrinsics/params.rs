@@ -54,6 +54,19 @@ impl BoundParameters {
             .collect()
     }
 
+    /// The same parameters with every `NoEcho` value replaced by `****`: what may be kept
+    /// once a deploy no longer needs the values.
+    #[must_use]
+    pub fn redacted(&self) -> BoundParameters {
+        let mut out = self.clone();
+        for name in &self.no_echo {
+            if let Some(v) = out.values.get_mut(name) {
+                *v = Value::String("****".into());
+            }
+        }
+        out
+    }
+
     /// The `NoEcho` values, to mask in any text that is printed or recorded.
     pub fn secret_values(&self) -> Vec<String> {
         let mut out = Vec::new();

@@ -2,14 +2,15 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{CurrentState, StateResource, mask_values};
+use super::{CurrentState, StateResource};
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::intrinsics::{
     BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, evaluate_conditions,
 };
+use crate::secrets::{Masking, no_sensitive_attributes};
 use crate::template::Template;
 
 /// An environment that gives every resource a synthetic physical id (ARN-shaped)
@@ -96,13 +97,8 @@ pub fn synthetic_state(
     for id in graph.topological_order() {
         let r = &template.resources[id];
         // As a deploy records them: NoEcho values masked.
-        let properties = match mask_values(
-            &Value::Object(resolver.resolve_properties(id)?),
-            &parameters.secret_values(),
-        ) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
+        let masking = Masking::new(parameters, None, &no_sensitive_attributes);
+        let properties = masking.mask_properties(&r.properties, &resolver.resolve_properties(id)?);
         state.resources.insert(
             id.to_string(),
             StateResource {
@@ -121,6 +117,7 @@ pub fn synthetic_state(
                     .collect(),
                 deletion_policy: r.deletion_policy,
                 update_replace_policy: r.update_replace_policy,
+                secret_digest: None,
             },
         );
     }

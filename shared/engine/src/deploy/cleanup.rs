@@ -237,6 +237,7 @@ mod tests {
             update_replace_policy: None,
             baseline: None,
             imported: false,
+            secret_digest: None,
         }
     }
 

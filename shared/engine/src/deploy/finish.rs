@@ -5,7 +5,6 @@
 use indexmap::IndexMap;
 use serde_json::Value;
 use stackflow_core::Path;
-use stackflow_core::plan::mask_values;
 use stackflow_events::event::{ErrorInfo, Event};
 use stackflow_events::{EventStore, Precondition};
 
@@ -18,9 +17,31 @@ use crate::rollback::Rollback;
 /// Outputs and exports by name.
 type Resolved = (IndexMap<String, Value>, IndexMap<String, Value>);
 
+/// Outputs and exports by name, each with its template expression, not masked yet.
+type Unmasked = (
+    IndexMap<String, (Value, Value)>,
+    IndexMap<String, (Value, Value)>,
+);
+
 impl<S: EventStore + 'static> Deployment<S> {
-    /// The outputs and exports as the template says, `NoEcho` values masked.
+    /// The outputs and exports as the template says, values computed from secrets
+    /// masked.
     fn outputs(&self) -> Result<Resolved, EngineError> {
+        let (outputs, exports) = self.resolve_outputs()?;
+        // Masked once the resolver (which holds the state) is done with.
+        self.with_masking(|m| {
+            let mask = |values: IndexMap<String, (Value, Value)>| {
+                values
+                    .into_iter()
+                    .map(|(k, (template, value))| (k, m.mask(&template, &value)))
+                    .collect()
+            };
+            Ok((mask(outputs), mask(exports)))
+        })
+    }
+
+    /// The outputs and exports, each with its template expression.
+    fn resolve_outputs(&self) -> Result<Unmasked, EngineError> {
         self.with_resolver(|resolver| {
             let mut outputs = IndexMap::new();
             let mut exports = IndexMap::new();
@@ -35,7 +56,7 @@ impl<S: EventStore + 'static> Deployment<S> {
                     .resolve(&o.value, &p.key("Value"))
                     .map_err(|e| e.in_file(&self.input.source))?
                     .unwrap_or(Value::Null);
-                let value = mask_values(&value, &self.secrets);
+                let value = (o.value.clone(), value);
                 if let Some(e) = &o.export_name {
                     let export = resolver
                         .resolve(e, &p.key("Export").key("Name"))

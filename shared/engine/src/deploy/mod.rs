@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use stackflow_core::TemplateError;
 use stackflow_core::intrinsics::{Mode, Resolver};
 use stackflow_core::plan::{Action, Plan};
+use stackflow_core::secrets::DigestKey;
 use stackflow_events::event::Operation;
 use stackflow_events::projection::JournalStep;
 use stackflow_events::{EventStore, Precondition};
@@ -31,6 +32,7 @@ use crate::lookups::Answers;
 use crate::recorder::Recorder;
 use crate::report::Done;
 use crate::schedule::Task;
+use crate::secrets::Sealed;
 use crate::stack::{DeployEnv, StackInput};
 use crate::step::Step;
 
@@ -54,6 +56,12 @@ pub struct Deployment<S> {
     pub conditions: IndexMap<String, bool>,
     /// `NoEcho` parameter values, to mask.
     pub secrets: Vec<String>,
+    /// The stack's key for the digests recorded in place of secrets.
+    pub digest_key: Option<DigestKey>,
+    /// Attribute values recorded masked (custom resource `NoEcho` data, values a
+    /// provider echoed from a secret), as AWS gave them, by resource: `Fn::GetAtt` reads
+    /// them during this deploy. Held in memory only.
+    pub sealed: Sealed,
     /// How it runs.
     pub options: DeployOptions,
 }
@@ -102,6 +110,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         options.no_rollback = doc.no_rollback;
         options.concurrency = doc.concurrency;
         let secrets = doc.input.parameters.secret_values();
+        let digest_key = engine.stack_digest_key(&doc.input.name);
         Ok(Deployment {
             engine,
             conditions: doc.plan.conditions.clone(),
@@ -112,6 +121,8 @@ impl<S: EventStore + 'static> Deployment<S> {
             answers: doc.answers,
             imports: doc.imports,
             secrets,
+            digest_key,
+            sealed: Sealed::default(),
             options,
         })
     }
@@ -202,9 +213,11 @@ impl<S: EventStore + 'static> Deployment<S> {
     /// across an `.await`: `f` is synchronous.
     pub(crate) fn with_resolver<T>(&self, f: impl FnOnce(&Resolver<'_>) -> T) -> T {
         let state = self.recorder.state();
+        let sealed = self.sealed.read();
         let env = DeployEnv {
             state: &state,
             answers: &self.answers,
+            sealed: Some(&sealed),
         };
         let resolver = Resolver::new(
             &self.input.template,

@@ -17,6 +17,7 @@ use crate::preflight;
 use crate::recorder::Recorder;
 use crate::report::{StackReport, StackStatus};
 use crate::rollback::OwnedRollback;
+use crate::secrets::Sealed;
 use crate::stack::StackInput;
 
 /// The recorded outputs when a deploy of `input` with `first` would change nothing: no
@@ -111,13 +112,20 @@ impl<S: EventStore + 'static> Deployment<S> {
         }
         let input = Arc::new(input);
         let (answers, imports) = engine.gather(&input, &recorder, true).await?;
-        let first = plan_of(&input, &recorder, &answers)?;
+        let key = engine.stack_digest_key(&input.name);
+        let first = plan_of(&input, &recorder, &answers, key.as_ref())?;
         if let Some(outputs) = unchanged(&recorder.state(), &first, &input) {
             report.status = StackStatus::NoChanges;
             report.outputs = outputs;
             return Ok((None, report));
         }
-        preflight::check(&engine, &input, &first, &recorder.state())?;
+        preflight::check(
+            &engine,
+            &input,
+            &first,
+            &recorder.state(),
+            options.allow_stateful_replacement,
+        )?;
 
         finish_interrupted_rollback(&engine, &input, &recorder).await?;
         let note = continue_note(&recorder.state());
@@ -156,11 +164,18 @@ impl<S: EventStore + 'static> Deployment<S> {
             imports,
             conditions: first_conditions,
             secrets,
+            digest_key: engine.stack_digest_key(&input.name),
+            sealed: Sealed::default(),
             options,
         };
         report.recovered = deployment.reconcile().await?;
         // Planned again from the state read after the lock was taken.
-        deployment.plan = plan_of(&deployment.input, &deployment.recorder, &deployment.answers)?;
+        deployment.plan = plan_of(
+            &deployment.input,
+            &deployment.recorder,
+            &deployment.answers,
+            deployment.digest_key.as_ref(),
+        )?;
         deployment.conditions = deployment.plan.conditions.clone();
         Ok((Some(deployment), report))
     }

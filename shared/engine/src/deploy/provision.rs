@@ -1,11 +1,15 @@
 //! The **provision** handler: one create, update or replacement of one resource.
 
+use std::collections::BTreeSet;
+
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
-use stackflow_core::plan::Action;
+use stackflow_core::graph::attribute_references;
+use stackflow_core::plan::{Action, ResourcePlan};
+use stackflow_core::secrets::contains_mask;
 use stackflow_core::template::Policy;
 use stackflow_events::EventStore;
-use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
+use stackflow_events::event::{ErrorInfo, Operation, ProviderKind, ResourceRecord};
 use stackflow_providers::ProviderError;
 use stackflow_providers::provider::ResourceRequest;
 use stackflow_providers::router::Routed;
@@ -14,14 +18,19 @@ use super::Deployment;
 use crate::engine::EngineError;
 use crate::keys::Phase;
 use crate::report::{Done, Handled};
-use crate::secrets::{Masker, for_record, resolve_dynamic};
+use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
 
 /// What the template wants of one resource, as it is recorded.
 struct Desired {
     logical_id: String,
     resource_type: String,
-    /// The resolved properties, `NoEcho` values masked, dynamic references as text.
+    /// The resolved properties, values computed from secrets masked, dynamic references
+    /// as text.
     properties: Map<String, Value>,
+    /// The values computed from secrets, as sent: masked in messages and attributes.
+    tainted: Vec<String>,
+    /// The digest of what its dynamic references resolved to.
+    secret_digest: Option<String>,
     dependencies: Vec<String>,
     deletion_policy: Option<Policy>,
     update_replace_policy: Option<Policy>,
@@ -44,6 +53,7 @@ impl Desired {
             provider,
             deletion_policy: self.deletion_policy,
             update_replace_policy: self.update_replace_policy,
+            secret_digest: self.secret_digest.clone(),
         }
     }
 }
@@ -54,6 +64,9 @@ struct Call<'a> {
     routed: &'a Routed,
     request: ResourceRequest,
     masker: Masker<'a>,
+    /// The secrets the call is sent (resolved dynamic references, tainted values): an
+    /// attribute that holds one is recorded masked.
+    needles: Vec<String>,
     /// The recorded physical id and properties (update, replace).
     current: Option<(String, Map<String, Value>)>,
 }
@@ -84,70 +97,170 @@ impl<S: EventStore + 'static> Deployment<S> {
         if let Some(done) = self.already_done(id) {
             return Ok(Ok(done));
         }
+        if rp.action != Action::NoOp {
+            self.unseal(id).await?;
+        }
+        self.provision_as(&rp, op, rp.action == Action::NoOp).await
+    }
+
+    /// Provisions `rp` as `op`; with `skip_unchanged`, nothing is called when the
+    /// properties resolve to what is recorded.
+    async fn provision_as(
+        &self,
+        rp: &ResourcePlan,
+        op: Operation,
+        skip_unchanged: bool,
+    ) -> Handled {
+        let id = rp.logical_id.as_str();
         let pre = self.holds();
         let ty = rp.resource_type.as_str();
         let step = self.step(&pre, id, ty, op);
-        let plain = Masker {
-            resolution: None,
-            secrets: &self.secrets,
-        };
-        let props = match self.resolve_resource(id) {
+        let props = match self.values_to_send(id) {
             Ok(p) => p,
-            Err(e) => {
-                let info = plain.info("InvalidTemplate", &e.to_string());
-                return Ok(Err(step.failed(Phase::Failed, info).await?));
-            }
+            Err(info) => return Ok(Err(step.failed(Phase::Failed, info).await?)),
         };
-        let desired = self.desired(id, ty, &props, &rp.depends_on);
+        let mut desired = self.desired(id, ty, &props, &rp.depends_on);
         let current = self
             .recorder
             .state()
             .resources
             .get(id)
             .map(|r| (r.provider, r.physical_id.clone(), r.properties.clone()));
-        if rp.action == Action::NoOp && current.as_ref().is_some_and(|c| c.2 == desired.properties)
-        {
+        if skip_unchanged && current.as_ref().is_some_and(|c| c.2 == desired.properties) {
             return Ok(Ok(Done::Unchanged));
         }
         let recorded_kind = current.as_ref().map(|c| c.0);
-        let routed = match self
-            .engine
-            .route(ty, &props, recorded_kind, self.nested_context())
-        {
-            Ok(r) => r,
-            Err(message) => {
-                let info = plain.info("Unsupported", &message);
-                return Ok(Err(step.failed(Phase::Failed, info).await?));
-            }
-        };
-        // A nested stack gets its parameters with dynamic references as text: its own
-        // resources resolve them for their calls, so no value is written down.
-        let resolved = if routed.kind == ProviderKind::NestedStack {
-            Ok((props, Default::default()))
-        } else {
-            resolve_dynamic(self.engine.lookups.as_ref(), &props).await
-        };
-        let (call_props, resolution) = match resolved {
+        let (routed, resolved) = match self.route_and_resolve(ty, props, recorded_kind).await {
             Ok(x) => x,
-            Err((name, message)) => {
-                let info = plain.info(&name, &message);
-                return Ok(Err(step.failed(Phase::Failed, info).await?));
-            }
+            Err(info) => return Ok(Err(step.failed(Phase::Failed, info).await?)),
         };
+        let Resolved {
+            props: call_props,
+            resolution,
+            values,
+        } = resolved;
+        desired.secret_digest = crate::rotation::digest(self.digest_key.as_ref(), &values);
+        let mut needles = resolved_secrets(&resolution);
+        needles.extend(desired.tainted.iter().cloned());
         let call = Call {
             desired: &desired,
             routed: &routed,
             request: step.request(call_props),
             masker: Masker {
                 resolution: Some(&resolution),
-                secrets: &self.secrets,
+                secrets: &desired.tainted,
             },
+            needles,
             current: current.map(|(_, p, props)| (p, props)),
         };
         match op {
             Operation::Create | Operation::Replace => self.create(call, op).await,
             _ => self.update(call).await,
         }
+    }
+
+    /// The masker of messages before a call resolved anything.
+    fn plain(&self) -> Masker<'_> {
+        Masker {
+            resolution: None,
+            secrets: &self.secrets,
+        }
+    }
+
+    /// Resource `id`'s properties resolved against the state now; refused when one would
+    /// be sent as a mask (a secret that was never recorded must never be sent).
+    fn values_to_send(&self, id: &str) -> Result<Map<String, Value>, ErrorInfo> {
+        let props = self
+            .resolve_resource(id)
+            .map_err(|e| self.plain().info("InvalidTemplate", &e.to_string()))?;
+        if let Some(at) = masked_at(&props) {
+            let message = format!(
+                "{id}: the property at {at} would be sent as a masked value: it reads a \
+                 secret that is recorded masked and could not be had again (custom \
+                 resource `NoEcho` data is asked for again only from a custom resource of \
+                 this stack); deploy the resource it reads in the same deploy"
+            );
+            return Err(self.plain().info("MaskedValue", &message));
+        }
+        Ok(props)
+    }
+
+    /// The provider of a resource of type `ty`, and `props` with their dynamic
+    /// references resolved for its call (a nested stack gets them as text: its own
+    /// resources resolve them for their calls, so no value is written down).
+    async fn route_and_resolve(
+        &self,
+        ty: &str,
+        props: Map<String, Value>,
+        recorded: Option<ProviderKind>,
+    ) -> Result<(Routed, Resolved), ErrorInfo> {
+        let routed = self
+            .engine
+            .route(ty, &props, recorded, self.nested_context())
+            .map_err(|m| self.plain().info("Unsupported", &m))?;
+        if routed.kind == ProviderKind::NestedStack {
+            let resolved = Resolved {
+                props,
+                resolution: Default::default(),
+                values: Default::default(),
+            };
+            return Ok((routed, resolved));
+        }
+        let resolved = resolve_dynamic(self.engine.lookups.as_ref(), &props)
+            .await
+            .map_err(|(name, message)| self.plain().info(&name, &message))?;
+        Ok((routed, resolved))
+    }
+
+    /// Makes the secret attributes that resource `id` reads available to `Fn::GetAtt`
+    /// when this deploy does not hold them (they are recorded masked, so a later deploy
+    /// of a dependent needs them again). A custom resource is sent its `Update` again
+    /// with its properties unchanged (handlers must tolerate that) and its answer is
+    /// kept sealed; an attribute that mirrors a property (an SSM parameter's `Value`) is
+    /// the property, resolved again from the template and the secret it reads. What
+    /// cannot be had leaves the value masked, and the call that needs it is refused.
+    async fn unseal(&self, id: &str) -> Result<(), EngineError> {
+        let mut wanted = BTreeSet::new();
+        if let Some(r) = self.input.template.resources.get(id) {
+            attribute_references(&Value::Object(r.properties.clone()), &mut wanted);
+        }
+        let missing: Vec<(String, String, ProviderKind)> = {
+            let state = self.recorder.state();
+            let sealed = self.sealed.read();
+            wanted
+                .into_iter()
+                .filter_map(|(res, attr)| {
+                    let r = state.resources.get(&res)?;
+                    let masked = r.attributes.get(&attr).is_some_and(contains_mask);
+                    let held = sealed.get(&res).is_some_and(|s| s.contains_key(&attr));
+                    (masked && !held).then_some((res, attr, r.provider))
+                })
+                .collect()
+        };
+        for (res, attr, kind) in missing {
+            if kind == ProviderKind::Custom {
+                if let Some(rp) = self.plan.resource(&res).cloned() {
+                    // Its failure is its own (recorded); the value stays masked, and the
+                    // call that needs it is refused with the reason.
+                    let _ = Box::pin(self.provision_as(&rp, Operation::Update, false)).await?;
+                }
+                continue;
+            }
+            let Ok(props) = self.resolve_resource(&res) else {
+                continue;
+            };
+            let Some(value) = props.get(&attr) else {
+                continue;
+            };
+            let mut one = Map::new();
+            one.insert(attr.clone(), value.clone());
+            if let Ok(resolved) = resolve_dynamic(self.engine.lookups.as_ref(), &one).await {
+                let mut values = IndexMap::new();
+                values.extend(resolved.props);
+                self.seal(&res, values);
+            }
+        }
+        Ok(())
     }
 
     /// What the template wants of resource `id`, as it is recorded.
@@ -159,10 +272,13 @@ impl<S: EventStore + 'static> Deployment<S> {
         dependencies: &[String],
     ) -> Desired {
         let template = &self.input.template.resources[id];
+        let (properties, tainted) = self.record_properties(id, props);
         Desired {
             logical_id: id.to_string(),
             resource_type: ty.to_string(),
-            properties: for_record(props, &self.secrets),
+            properties,
+            tainted,
+            secret_digest: None,
             dependencies: dependencies.to_vec(),
             deletion_policy: template.deletion_policy,
             update_replace_policy: template.update_replace_policy,
@@ -191,7 +307,13 @@ impl<S: EventStore + 'static> Deployment<S> {
         call.request.previous_properties = None;
         match call.routed.provider.create(&call.request).await {
             Ok(created) => {
-                let record = d.record(created.physical_id, created.attributes, call.routed.kind);
+                let attributes = self.record_attributes(
+                    &d.logical_id,
+                    created.attributes,
+                    created.sensitive,
+                    &call.needles,
+                );
+                let record = d.record(created.physical_id, attributes, call.routed.kind);
                 step.created(Phase::Done, record, replaces).await?;
                 Ok(Ok(if op == Operation::Replace {
                     Done::Replaced
@@ -222,7 +344,13 @@ impl<S: EventStore + 'static> Deployment<S> {
         call.request.previous_properties = previous.clone();
         match call.routed.provider.update(&call.request).await {
             Ok(updated) if !updated.replaced => {
-                let record = d.record(updated.physical_id, updated.attributes, call.routed.kind);
+                let attributes = self.record_attributes(
+                    &d.logical_id,
+                    updated.attributes,
+                    updated.sensitive,
+                    &call.needles,
+                );
+                let record = d.record(updated.physical_id, attributes, call.routed.kind);
                 step.updated(Phase::Done, record, previous.unwrap_or_default())
                     .await?;
                 Ok(Ok(Done::Updated))
@@ -231,7 +359,13 @@ impl<S: EventStore + 'static> Deployment<S> {
                 // The provider made a new resource itself: the old one is a predecessor,
                 // deleted in cleanup.
                 let replace = self.step(&pre, &d.logical_id, &d.resource_type, Operation::Replace);
-                let record = d.record(updated.physical_id, updated.attributes, call.routed.kind);
+                let attributes = self.record_attributes(
+                    &d.logical_id,
+                    updated.attributes,
+                    updated.sensitive,
+                    &call.needles,
+                );
+                let record = d.record(updated.physical_id, attributes, call.routed.kind);
                 replace.created(Phase::Done, record, physical).await?;
                 step.skipped(Phase::Skipped, "the provider replaced the resource")
                     .await?;

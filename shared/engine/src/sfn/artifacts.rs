@@ -2,6 +2,7 @@
 //! `deploys/<stack>/<deploy>/`, the stack input, `plan.json`, each phase's graph
 //! (`provision.json`, `cleanup.json`), the gates' tokens and the `done`/`failed` markers.
 
+use aws_sdk_s3::types::ServerSideEncryption;
 use serde::Deserialize;
 use stackflow_events::EventStore;
 
@@ -22,20 +23,22 @@ pub(crate) fn prefix(stack: &str, deploy_id: &str) -> String {
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
+    /// Writes `key`, encrypted at rest (SSE-KMS with the configured key, else SSE-S3):
+    /// a deploy's input and plan hold its `NoEcho` parameter values.
     pub(crate) async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), TaskError> {
-        self.s3
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .body(body.into())
-            .send()
-            .await
-            .map_err(|e| {
-                aws_error(
-                    &format!("PutObject s3://{}/{key}", self.bucket),
-                    aws_sdk_s3::error::DisplayErrorContext(e),
-                )
-            })?;
+        let put = self.s3.put_object().bucket(&self.bucket).key(key);
+        let put = match &self.kms_key {
+            Some(k) => put
+                .server_side_encryption(ServerSideEncryption::AwsKms)
+                .ssekms_key_id(k),
+            None => put.server_side_encryption(ServerSideEncryption::Aes256),
+        };
+        put.body(body.into()).send().await.map_err(|e| {
+            aws_error(
+                &format!("PutObject s3://{}/{key}", self.bucket),
+                aws_sdk_s3::error::DisplayErrorContext(e),
+            )
+        })?;
         Ok(())
     }
 
@@ -132,6 +135,47 @@ impl<S: EventStore + 'static> Tasks<S> {
                 ),
             )
         })
+    }
+
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), TaskError> {
+        self.s3
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| {
+                aws_error(
+                    &format!("DeleteObject s3://{}/{key}", self.bucket),
+                    aws_sdk_s3::error::DisplayErrorContext(e),
+                )
+            })?;
+        Ok(())
+    }
+
+    /// Once a deploy has ended, nothing it stored keeps a secret: its input is deleted
+    /// and its plan is rewritten without the `NoEcho` values (a retried end task reads
+    /// it again; its outputs are masked either way).
+    pub(crate) async fn forget_secrets(
+        &self,
+        stack: &str,
+        deploy_id: &str,
+    ) -> Result<(), TaskError> {
+        self.delete(&format!("inputs/{stack}/{deploy_id}.json"))
+            .await?;
+        let key = format!("{}plan.json", prefix(stack, deploy_id));
+        let Some(body) = self.get(&key).await? else {
+            return Ok(());
+        };
+        let Ok(mut doc) = serde_json::from_slice::<PlanDocument>(&body) else {
+            return Ok(());
+        };
+        if doc.input.parameters.secret_values().is_empty() {
+            return Ok(());
+        }
+        doc.input.parameters = doc.input.parameters.redacted();
+        self.put(&key, serde_json::to_vec(&doc).unwrap_or_default())
+            .await
     }
 
     pub(crate) async fn deployment(

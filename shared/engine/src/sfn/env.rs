@@ -24,6 +24,9 @@ pub const BUCKET: &str = "STACKFLOW_BUCKET";
 /// Whether lookups fall back to CloudFormation for exports and outputs stackflow has not
 /// recorded (`true` or `false`; `true` when unset).
 pub const CFN_FALLBACK: &str = "STACKFLOW_CFN_FALLBACK";
+/// A KMS key (id, ARN or alias) that encrypts the objects the engine writes to its
+/// bucket (SSE-KMS); unset: SSE-S3.
+pub const KMS_KEY: &str = "STACKFLOW_KMS_KEY";
 /// The function's name, set by Lambda.
 pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
@@ -38,6 +41,8 @@ pub struct Settings {
     pub cloudformation_fallback: bool,
     /// The lock holder name of this function's runs: `lambda:<function name>`.
     pub who: String,
+    /// The KMS key of the bucket's objects (SSE-S3 when `None`).
+    pub kms_key: Option<String>,
 }
 
 impl Settings {
@@ -69,11 +74,15 @@ impl Settings {
             Some(name) if !name.is_empty() => format!("lambda:{name}"),
             _ => "lambda".to_string(),
         };
+        let kms_key = var(KMS_KEY)
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty());
         Ok(Settings {
             table,
             bucket,
             cloudformation_fallback,
             who,
+            kms_key,
         })
     }
 
@@ -101,12 +110,14 @@ impl Settings {
             // A function cannot tell whether another run is gone: `stackflow unlock`
             // breaks such a lock.
             stale: crate::engine::never_stale(),
+            digest_key: None,
         };
         Ok(Tasks {
             engine: Arc::new(engine),
             s3,
             sfn: aws_sdk_sfn::Client::new(config),
             bucket: self.bucket.clone(),
+            kms_key: self.kms_key.clone(),
         })
     }
 }
@@ -116,7 +127,12 @@ impl Settings {
 pub async fn tasks_from_env() -> Result<Tasks<DynamoStore>, String> {
     let settings = Settings::from_vars(|name| std::env::var(name).ok())?;
     let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
-    settings.tasks(&config)
+    let mut tasks = settings.tasks(&config)?;
+    let key = super::digest::bucket_key(&tasks.s3, &tasks.bucket).await?;
+    let engine = Arc::get_mut(&mut tasks.engine)
+        .ok_or_else(|| "the engine is shared before its digest key is set".to_string())?;
+    engine.digest_key = Some(key);
+    Ok(tasks)
 }
 
 #[cfg(test)]
@@ -151,6 +167,7 @@ mod tests {
                 bucket: "engine".into(),
                 cloudformation_fallback: true,
                 who: "lambda:stackflow-plan".into(),
+                kms_key: None,
             }
         );
     }

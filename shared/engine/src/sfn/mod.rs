@@ -5,6 +5,7 @@
 
 mod artifacts;
 pub mod definitions;
+pub mod digest;
 mod dispatch;
 pub mod env;
 pub mod errors;

@@ -25,6 +25,9 @@ pub struct DeployRequest {
     /// The deploy id (the execution is named after it); a new one when absent.
     #[serde(default)]
     pub deploy_id: Option<String>,
+    /// Replace resources that hold data when a change forces it (refused otherwise).
+    #[serde(default)]
+    pub allow_stateful_replacement: bool,
 }
 
 fn default_concurrency() -> usize {

@@ -42,6 +42,8 @@ pub struct Tasks<S> {
     pub sfn: aws_sdk_sfn::Client,
     /// The engine's bucket.
     pub bucket: String,
+    /// The KMS key that encrypts what is written to the bucket (SSE-S3 when `None`).
+    pub kms_key: Option<String>,
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
@@ -61,6 +63,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         options.no_rollback = req.no_rollback;
         options.concurrency = req.concurrency.max(1);
         options.deploy_id = req.deploy_id.clone();
+        options.allow_stateful_replacement = req.allow_stateful_replacement;
         let (deployment, report) = Deployment::begin(self.engine.clone(), input, options).await?;
         let Some(d) = deployment else {
             return Ok(DeployRef {
@@ -133,7 +136,13 @@ impl<S: EventStore + 'static> Tasks<S> {
                 })
             }
             Err(failure) => {
-                self.put(&format!("{p}failed"), Vec::new()).await?;
+                // A failed delete in cleanup cannot be undone: the deploy ends partial,
+                // and what is left to delete stays recorded for the next run.
+                let marker = match item.phase {
+                    Phase::Provision => "failed",
+                    Phase::Cleanup => "partial",
+                };
+                self.put(&format!("{p}{marker}"), Vec::new()).await?;
                 // Every gate that waits now will not open: release them as "stop".
                 let gates = self
                     .list(&format!("{p}gates/{}/", item.phase.as_str()))
@@ -199,12 +208,23 @@ impl<S: EventStore + 'static> Tasks<S> {
         }
         let d = self.deployment(&r.stack, &r.deploy_id).await?;
         let outputs = d.finish().await?;
+        self.forget_secrets(&r.stack, &r.deploy_id).await?;
+        let partial = self.exists(&format!("{p}partial")).await?;
         Ok(Ended {
             stack: r.stack,
             deploy_id: r.deploy_id,
-            status: StackStatus::Succeeded,
+            status: if partial {
+                StackStatus::Partial
+            } else {
+                StackStatus::Succeeded
+            },
             outputs,
-            error: None,
+            error: partial.then(|| ErrorInfo {
+                name: "CleanupFailed".into(),
+                message: "a delete in cleanup failed; it is not rolled back, and the next \
+                          deploy or destroy deletes what is left (see the stack's events)"
+                    .into(),
+            }),
         })
     }
 
@@ -243,6 +263,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         if !already {
             d.fail(first.as_ref(), "an action failed", true).await?;
         }
+        self.forget_secrets(&r.stack, &r.deploy_id).await?;
         Ok(Ended {
             stack: r.stack,
             deploy_id: r.deploy_id,

@@ -175,6 +175,28 @@ fn attributes_of(physical_id: &str) -> Attributes {
     a
 }
 
+/// A type whose answers are secret as a whole (a custom resource answering `NoEcho`):
+/// every property comes back as an attribute.
+pub const NO_ECHO_TYPE: &str = "Custom::NoEchoData";
+
+/// The attributes the fake answers for `request`: `Arn` and `Name`; an SSM parameter
+/// also reports its `Value` (as the real provider does, resolved secrets included); a
+/// [`NO_ECHO_TYPE`] reports every property.
+fn answered_attributes(request: &ResourceRequest, physical_id: &str) -> Attributes {
+    let mut a = attributes_of(physical_id);
+    if request.resource_type == "AWS::SSM::Parameter"
+        && let Some(v) = request.properties.get("Value")
+    {
+        a.insert("Value".into(), v.clone());
+    }
+    if request.resource_type == NO_ECHO_TYPE {
+        for (k, v) in &request.properties {
+            a.insert(k.clone(), v.clone());
+        }
+    }
+    a
+}
+
 impl FakeCloud {
     /// An empty cloud.
     pub fn new() -> Arc<FakeCloud> {
@@ -400,8 +422,9 @@ impl FakeCloud {
         inner.next += 1;
         let physical_id = format!("p{:06}-{}", inner.next, request.logical_id);
         let created = Created {
+            sensitive: request.resource_type == NO_ECHO_TYPE,
             physical_id: physical_id.clone(),
-            attributes: attributes_of(&physical_id),
+            attributes: answered_attributes(request, &physical_id),
         };
         inner.world.insert(
             physical_id.clone(),
@@ -465,7 +488,8 @@ impl FakeCloud {
             CallResult::Ok,
         );
         Ok(Updated {
-            attributes: attributes_of(&physical_id),
+            sensitive: request.resource_type == NO_ECHO_TYPE,
+            attributes: answered_attributes(request, &physical_id),
             physical_id,
             replaced: false,
         })
@@ -767,9 +791,15 @@ impl Router for FakeRouter {
         if resource_type == UNSERVED_TYPE {
             return Err(format!("no provider can handle {resource_type}"));
         }
+        // As the real router: custom resources by their own protocol.
+        let kind = if resource_type.starts_with("Custom::") {
+            ProviderKind::Custom
+        } else {
+            ProviderKind::CloudControl
+        };
         Ok(Routed {
             provider: self.0.clone(),
-            kind: ProviderKind::CloudControl,
+            kind,
         })
     }
 
@@ -799,6 +829,7 @@ pub fn build_engine(
         cloudformation_fallback: false,
         progress,
         stale: Arc::new(move |_| holders_gone.load(Ordering::SeqCst)),
+        digest_key: Some(stackflow_core::secrets::DigestKey::new([9; 32])),
     })
 }
 
@@ -869,27 +900,13 @@ impl Rig {
 
 /// Deploy options without a stop signal (rollback on, 10 at once).
 pub fn options() -> DeployOptions {
-    let (_, stop) = watch::channel(false);
-    DeployOptions {
-        no_rollback: false,
-        concurrency: 10,
-        stop,
-        deploy_id: None,
-    }
+    DeployOptions::new()
 }
 
 /// Deploy options with a stop signal: the sender flips it.
 pub fn stoppable() -> (watch::Sender<bool>, DeployOptions) {
     let (tx, stop) = watch::channel(false);
-    (
-        tx,
-        DeployOptions {
-            no_rollback: false,
-            concurrency: 10,
-            stop,
-            deploy_id: None,
-        },
-    )
+    (tx, DeployOptions::new().with_stop(stop))
 }
 
 /// A template from JSON.
@@ -932,4 +949,31 @@ pub fn nested(file: &str, v: Value) -> NestedTemplate {
         template: template(v),
         nested: IndexMap::new(),
     }
+}
+
+/// An SSM parameter resource named `name` with `value`.
+pub fn param(name: &str, value: Value) -> Value {
+    serde_json::json!({
+        "Type": "AWS::SSM::Parameter",
+        "Properties": { "Name": name, "Type": "String", "Value": value }
+    })
+}
+
+/// Deploys `input` with the default options.
+pub async fn deploy(rig: &Rig, input: &StackInput) -> stackflow_engine::StackReport {
+    stackflow_engine::deploy_stack(rig.engine.clone(), input.clone(), options())
+        .await
+        .unwrap_or_else(|e| panic!("deploy of {}: {e}\n{:#?}", input.name, rig.lines.all()))
+}
+
+/// Deploys `input` and checks that it succeeded.
+pub async fn deploy_ok(rig: &Rig, input: &StackInput) -> stackflow_engine::StackReport {
+    let report = deploy(rig, input).await;
+    assert_eq!(
+        report.status,
+        stackflow_engine::StackStatus::Succeeded,
+        "{report:#?}\n{:#?}",
+        rig.lines.all()
+    );
+    report
 }

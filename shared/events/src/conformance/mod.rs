@@ -133,6 +133,7 @@ fn resource_created_with(
             provider: ProviderKind::CloudControl,
             deletion_policy: None,
             update_replace_policy: None,
+            secret_digest: None,
         },
         replaces: None,
         baseline: Some(if padding > 0 {

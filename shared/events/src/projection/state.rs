@@ -36,6 +36,9 @@ pub struct ResourceState {
     pub baseline: Option<Baseline>,
     /// True when the resource was adopted by an import.
     pub imported: bool,
+    /// The keyed digest of the secrets it was sent (see [`ResourceRecord::secret_digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_digest: Option<String>,
 }
 
 impl ResourceState {
@@ -49,6 +52,7 @@ impl ResourceState {
             provider: r.provider,
             deletion_policy: r.deletion_policy,
             update_replace_policy: r.update_replace_policy,
+            secret_digest: r.secret_digest.clone(),
             baseline,
             imported: false,
         }
@@ -241,6 +245,7 @@ impl StackState {
                             dependencies: r.dependencies.clone(),
                             deletion_policy: r.deletion_policy,
                             update_replace_policy: r.update_replace_policy,
+                            secret_digest: r.secret_digest.clone(),
                         },
                     )
                 })

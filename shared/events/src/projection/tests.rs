@@ -21,6 +21,7 @@ fn record(id: &str, physical: &str, deps: &[&str]) -> ResourceRecord {
         provider: ProviderKind::Sdk,
         deletion_policy: None,
         update_replace_policy: None,
+        secret_digest: None,
     }
 }
 

@@ -51,9 +51,9 @@
 //!   the configured timeout for that resource; it never lengthens it.
 //! - Changing `ServiceToken` on update is refused, as CloudFormation refuses it.
 //! - A response larger than 4096 bytes is refused, as CloudFormation refuses it.
-//! - `NoEcho` is parsed ([`CustomResponse::no_echo`]) but the [`Provider`] contract has no
-//!   place for it; attributes are never logged by the provider, and the caller masks
-//!   secrets before anything is stored or shown.
+//! - `NoEcho: true` in a response makes the answer `sensitive`: the engine lets
+//!   `Fn::GetAtt` read `Data` during the deploy and records every value masked.
+//!   Attributes are never logged by the provider.
 //! - Response objects are not deleted after they are read (a retry needs them). Give the
 //!   bucket a lifecycle rule that expires them (they may hold secret `Data`).
 //!
@@ -213,6 +213,31 @@ impl CustomResourceProvider {
         Ok((response, request_id))
     }
 
+    /// The answer in `body` (read from `key`). A `NoEcho` answer's object is rewritten
+    /// with its `Data` masked once read: the bucket keeps no secret, and a retried call
+    /// that reads it again gets the same physical id (and masked data, which the engine
+    /// asks for again when it needs it).
+    async fn settle(
+        &self,
+        key: &str,
+        body: &[u8],
+        expected: &Expected<'_>,
+    ) -> Result<CustomResponse, ProviderError> {
+        let response = parse_response(body, expected)?;
+        if response.no_echo
+            && let Ok(serde_json::Value::Object(mut doc)) = serde_json::from_slice(body)
+            && let Some(serde_json::Value::Object(data)) = doc.get_mut("Data")
+            && data.values().any(|v| v != "****")
+        {
+            for v in data.values_mut() {
+                *v = serde_json::Value::String("****".into());
+            }
+            let masked = serde_json::to_vec(&doc).unwrap_or_default();
+            self.transport.overwrite_response(key, masked).await?;
+        }
+        Ok(response)
+    }
+
     /// Runs one request through the protocol and returns the handler's answer (success or
     /// failure alike) and the request's `RequestId`.
     async fn execute(
@@ -236,7 +261,7 @@ impl CustomResourceProvider {
         if !request.token.is_empty()
             && let Some(body) = self.transport.read_response(&key).await?
         {
-            return Ok((parse_response(&body, &expected)?, request_id));
+            return Ok((self.settle(&key, &body, &expected).await?, request_id));
         }
 
         let timeout = self.timeout_for(request);
@@ -271,7 +296,7 @@ impl CustomResourceProvider {
             }
             tokio::time::sleep(delay.min(deadline - now)).await;
             if let Some(body) = self.transport.read_response(&key).await? {
-                return Ok((parse_response(&body, &expected)?, request_id));
+                return Ok((self.settle(&key, &body, &expected).await?, request_id));
             }
         }
     }
@@ -285,6 +310,7 @@ impl Provider for CustomResourceProvider {
                 default_physical_id(&request.stack_name, &request.logical_id, &request_id)
             });
             Ok(Created {
+                sensitive: response.no_echo,
                 physical_id,
                 attributes: attributes(&response.data),
             })
@@ -301,6 +327,7 @@ impl Provider for CustomResourceProvider {
             let old_id = request.require_physical_id()?;
             let physical_id = response.physical_id.unwrap_or_else(|| old_id.to_string());
             Ok(Updated {
+                sensitive: response.no_echo,
                 replaced: physical_id != old_id,
                 physical_id,
                 attributes: attributes(&response.data),

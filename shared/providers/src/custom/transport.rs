@@ -78,6 +78,25 @@ impl Transport {
         .await
     }
 
+    /// Replaces the response at `key` by `body`, encrypted at rest: a `NoEcho` answer
+    /// is kept with its `Data` masked once it has been read.
+    pub async fn overwrite_response(&self, key: &str, body: Vec<u8>) -> Result<(), ProviderError> {
+        const WHAT: &str = "PutObject (custom resource response, masked)";
+        retry(&self.retry, WHAT, || async {
+            self.s3
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+                .body(body.clone().into())
+                .send()
+                .await
+                .map_err(|e| ProviderError::from_sdk(WHAT, e))?;
+            Ok(())
+        })
+        .await
+    }
+
     /// A presigned `PUT` URL for `key`, valid for `timeout` plus a margin (at most seven
     /// days, SigV4's limit).
     pub async fn presign(&self, key: &str, timeout: Duration) -> Result<String, ProviderError> {

@@ -154,9 +154,20 @@ impl AwsLookups {
 
     async fn parameter(&self, name: &str) -> Result<Option<Value>, LookupError> {
         let what = || format!("SSM parameter {name}");
-        let Some(parameter) = self.get_parameter(what, name, true).await? else {
+        // Read without decryption: a template parameter never takes a secret's value.
+        let Some(parameter) = self.get_parameter(what, name, false).await? else {
             return Ok(None);
         };
+        if parameter.r#type() == Some(&ParameterType::SecureString) {
+            return Err(LookupError {
+                what: what(),
+                message: "is a SecureString, which a parameter of type \
+                          AWS::SSM::Parameter::Value<...> cannot take (CloudFormation refuses \
+                          it too); refer to it with {{resolve:ssm-secure:NAME}} in the \
+                          property that needs it"
+                    .to_string(),
+            });
+        }
         let value = parameter.value().unwrap_or_default();
         Ok(Some(match parameter.r#type() {
             Some(ParameterType::StringList) => Value::Array(

@@ -480,6 +480,7 @@ impl SdkResource for IamRoleProvider {
             Err(e) => return Err(in_context(e)),
         };
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&role),
             physical_id: name,
         })
@@ -503,6 +504,7 @@ impl SdkResource for IamRoleProvider {
             .map_err(|e| e.context(context(request, TYPE)))?;
         let role = self.get_existing(name).await?;
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(&role),
             replaced: false,

@@ -471,6 +471,7 @@ impl SdkResource for LambdaFunctionProvider {
         }
         let config = self.settle(&name).await.map_err(in_context)?;
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&unqualified_arn(&config)),
             physical_id: name,
         })
@@ -496,6 +497,7 @@ impl SdkResource for LambdaFunctionProvider {
         };
         let arn = work.await.map_err(|e| e.context(context(request, TYPE)))?;
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(&arn),
             replaced: false,

@@ -219,6 +219,7 @@ impl SdkResource for LogGroupProvider {
         }
         let group = self.described(&name).await?;
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&group),
             physical_id: name,
         })
@@ -251,6 +252,7 @@ impl SdkResource for LogGroupProvider {
             self.sync_tags(&arn, &old_tags, &new_tags).await?;
         }
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(&group),
             replaced: false,

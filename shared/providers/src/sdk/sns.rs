@@ -192,6 +192,7 @@ impl SdkResource for SnsTopicProvider {
             .ok_or_else(|| ProviderError::Other("CreateTopic answered no TopicArn".into()))?
             .to_string();
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&arn),
             physical_id: arn,
         })
@@ -226,6 +227,7 @@ impl SdkResource for SnsTopicProvider {
         self.sync_tags(arn, &tag_map(&previous), &tag_map(props))
             .await?;
         Ok(Updated {
+            sensitive: false,
             physical_id: arn.to_string(),
             attributes: attributes(arn),
             replaced: false,

@@ -225,6 +225,7 @@ impl SdkResource for SqsQueueProvider {
             .ok_or_else(|| ProviderError::Other("CreateQueue answered no QueueUrl".into()))?
             .to_string();
         Ok(Created {
+            sensitive: false,
             attributes: self.attributes_now(&url).await?,
             physical_id: url,
         })
@@ -245,6 +246,7 @@ impl SdkResource for SqsQueueProvider {
         self.sync_tags(url, &tag_map(&previous), &tag_map(props))
             .await?;
         Ok(Updated {
+            sensitive: false,
             physical_id: url.to_string(),
             attributes: self.attributes_now(url).await?,
             replaced: false,

@@ -177,6 +177,7 @@ impl SdkResource for SsmParameterProvider {
         }
         let value = string_of(props, "Value").unwrap_or_default();
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&kind_of(props), &value),
             physical_id: name,
         })
@@ -192,6 +193,7 @@ impl SdkResource for SsmParameterProvider {
             .await?;
         let value = string_of(props, "Value").unwrap_or_default();
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(&kind_of(props), &value),
             replaced: false,

@@ -458,6 +458,7 @@ impl SdkResource for DynamoDbTableProvider {
             .map_err(in_context)?;
         let table = self.wait_active(&name).await?;
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&table),
             physical_id: name,
         })
@@ -495,6 +496,7 @@ impl SdkResource for DynamoDbTableProvider {
         }
         let table = self.wait_active(name).await?;
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(&table),
             replaced: false,

@@ -560,6 +560,7 @@ impl SdkResource for S3BucketProvider {
             .await
             .map_err(in_context)?;
         Ok(Created {
+            sensitive: false,
             attributes: attributes(&name, &self.region()),
             physical_id: name,
         })
@@ -573,6 +574,7 @@ impl SdkResource for S3BucketProvider {
             .await
             .map_err(|e| e.context(context(request, TYPE)))?;
         Ok(Updated {
+            sensitive: false,
             physical_id: name.to_string(),
             attributes: attributes(name, &self.region()),
             replaced: false,

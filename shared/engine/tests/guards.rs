@@ -1,0 +1,104 @@
+//! What the engine refuses before any write: a replacement that would delete data.
+
+mod support;
+
+use serde_json::{Value, json};
+use stackflow_engine::{StackStatus, deploy_stack};
+use support::{Op, Rig, deploy_ok, input, options};
+
+fn table(key: &str) -> Value {
+    json!({
+        "Resources": {
+            "Orders": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
+                    "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"}],
+                    "BillingMode": "PAY_PER_REQUEST"
+                }
+            },
+            "Alerts": { "Type": "AWS::SNS::Topic", "Properties": {} }
+        }
+    })
+}
+
+#[tokio::test]
+async fn replacing_a_table_is_refused_unless_allowed() {
+    let rig = Rig::new();
+    deploy_ok(&rig, &input("shop", table("id"))).await;
+    let before = rig.events("shop").await.len();
+    rig.cloud.clear_calls();
+
+    let v2 = input("shop", table("pk"));
+    let (plan, problems) = rig.engine.preview(&v2, false).await.unwrap();
+    assert_eq!(plan.resource("Orders").unwrap().action.as_str(), "replace");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("Resources.Orders") && p.contains("KeySchema")),
+        "{problems:?}"
+    );
+    let e = deploy_stack(rig.engine.clone(), v2.clone(), options())
+        .await
+        .expect_err("a table replacement is refused");
+    let message = e.to_string();
+    assert!(
+        message.contains("--allow-stateful-replacement"),
+        "{message}"
+    );
+    assert!(message.contains("nothing was changed"), "{message}");
+    assert!(rig.cloud.calls().is_empty(), "no AWS call");
+    assert_eq!(rig.events("shop").await.len(), before, "nothing appended");
+
+    let mut allowed = options();
+    allowed.allow_stateful_replacement = true;
+    let (_, problems) = rig.engine.preview(&v2, true).await.unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let report = deploy_stack(rig.engine.clone(), v2, allowed).await.unwrap();
+    assert_eq!(
+        (report.status, report.replaced),
+        (StackStatus::Succeeded, 1)
+    );
+    assert!(
+        rig.cloud
+            .call_log()
+            .iter()
+            .any(|(op, id)| *op == Op::Delete && id == "Orders")
+    );
+}
+
+#[tokio::test]
+async fn a_failure_during_cleanup_is_not_rolled_back_and_the_next_deploy_finishes_it() {
+    let rig = Rig::new();
+    let topic =
+        |name: &str| json!({ "Type": "AWS::SNS::Topic", "Properties": { "TopicName": name } });
+    let v1 = input(
+        "app",
+        json!({ "Resources": { "Keep": topic("keep"), "Gone": topic("gone"), "Named": topic("one") } }),
+    );
+    deploy_ok(&rig, &v1).await;
+    let old_named = rig.cloud.only("app", "Named").0;
+    // v2 removes Gone and replaces Named (a new name): both deletes are cleanup.
+    let v2 = input(
+        "app",
+        json!({ "Resources": { "Keep": topic("keep"), "Named": topic("two") } }),
+    );
+    rig.cloud.fail_once(Op::Delete, "Gone");
+    let report = support::deploy(&rig, &v2).await;
+    assert_eq!(report.status, StackStatus::Partial, "{report:#?}");
+    assert!(report.rollback.is_none(), "nothing is rolled back");
+    assert_eq!(report.failures.len(), 1);
+    assert_eq!(report.failures[0].logical_id, "Gone");
+    // The replacement stands; the old copy is gone; what failed is still recorded.
+    let state = rig.state("app").await;
+    assert!(state.lock.is_none(), "the lock is released");
+    assert!(state.resources.contains_key("Gone"));
+    assert!(!rig.cloud.world().contains_key(&old_named));
+    assert_ne!(state.resources["Named"].physical_id, old_named);
+
+    // The next deploy deletes what is left.
+    let again = deploy_ok(&rig, &v2).await;
+    assert_eq!(again.deleted, 1);
+    assert!(!rig.state("app").await.resources.contains_key("Gone"));
+    assert!(rig.cloud.physical_ids("app", "Gone").is_empty());
+}
