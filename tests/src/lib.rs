@@ -2,9 +2,12 @@
 //!
 //! The tests talk to a real local AWS emulator, fakecloud, run as a separate
 //! process (it is never linked in): see [`emulator`] for how it is found,
-//! started, shared by the tests of one binary, and stopped.
+//! started, shared by the tests of one binary, and stopped. [`cli`] runs the `stackflow`
+//! binary against it, and [`secret_scan`] looks for known plaintexts in what was written.
 
+pub mod cli;
 pub mod emulator;
 pub mod latency;
+pub mod secret_scan;
 
 pub use emulator::{Emulator, unique_name};
