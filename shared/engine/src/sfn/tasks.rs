@@ -48,7 +48,25 @@ pub struct Tasks<S> {
 
 impl<S: EventStore + 'static> Tasks<S> {
     /// **Plan**: takes the lock, reconciles interrupted calls, plans, and stores the plan.
+    ///
+    /// The stack input holds the `NoEcho` parameter values: it is deleted once the plan
+    /// is stored (which has what the other tasks need) or there is nothing to do, and
+    /// when the plan fails for good; it is kept only for the retry of a transient
+    /// failure (`Stackflow.Store`, `Stackflow.Aws`, which the state machine retries).
     pub async fn plan(&self, req: DeployRequest) -> Result<DeployRef, TaskError> {
+        let key = req.input_key.clone();
+        let out = self.plan_stored(req).await;
+        let done_with_input = match &out {
+            Ok(_) => true,
+            Err(e) => !matches!(e.kind, ErrorKind::Store | ErrorKind::Aws),
+        };
+        if done_with_input {
+            self.delete(&key).await?;
+        }
+        out
+    }
+
+    async fn plan_stored(&self, req: DeployRequest) -> Result<DeployRef, TaskError> {
         let input: StackInput = self.json(&req.input_key).await?;
         if input.name != req.stack {
             return Err(TaskError::new(
