@@ -581,7 +581,11 @@ async fn cloudcontrol_update_request_is_pinned_and_polled_until_success() {
     let updated = cc.update(&request).await.expect("update");
     assert_eq!(updated.physical_id, "/app/param");
     assert!(!updated.replaced);
-    assert_eq!(updated.attributes.get("Value"), Some(&json!("two")));
+    assert_eq!(
+        updated.attributes.get("Value"),
+        None,
+        "not read-only: not an attribute"
+    );
 
     let record = record.lock().expect("the record").clone();
     let operations: Vec<&str> = record.iter().map(|r| r.operation.as_str()).collect();

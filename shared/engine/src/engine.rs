@@ -175,7 +175,8 @@ impl<S: EventStore + 'static> Engine<S> {
     }
 
     /// Takes the stack's lock by appending `event` (the run's first event), breaking the
-    /// lock of a holder that is gone.
+    /// lock of a holder that is gone; then reads the stream again, so that the run plans
+    /// from the state after the lock, not from what it read before.
     pub(crate) async fn take_lock(
         &self,
         rec: &Recorder<S>,
@@ -184,29 +185,35 @@ impl<S: EventStore + 'static> Engine<S> {
         holder: Holder,
     ) -> Result<(), EngineError> {
         let take = Precondition::TakeLock(holder);
-        match rec.append(key.clone(), event.clone(), &take).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::Locked { holder: current }) if (self.stale)(&current) => {
-                let stack = &rec.stream().stack;
-                self.note(
-                    stack,
-                    &format!(
-                        "breaking the lock of {} ({} {}): its process is gone",
-                        current.who, current.operation, current.deploy_id
-                    ),
-                );
-                rec.store()
-                    .break_lock(
-                        rec.stream(),
-                        &format!("{} (holder's process gone)", self.who),
-                    )
-                    .await?;
-                rec.reload().await?;
-                rec.append(key, event, &take).await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        let taken: Result<(), EngineError> =
+            match rec.append(key.clone(), event.clone(), &take).await {
+                Ok(_) => Ok(()),
+                Err(StoreError::Locked { holder: current }) if (self.stale)(&current) => {
+                    let stack = &rec.stream().stack;
+                    self.note(
+                        stack,
+                        &format!(
+                            "breaking the lock of {} ({} {}): its process is gone",
+                            current.who, current.operation, current.deploy_id
+                        ),
+                    );
+                    rec.store()
+                        .break_lock(
+                            rec.stream(),
+                            &format!("{} (holder's process gone)", self.who),
+                        )
+                        .await?;
+                    rec.reload().await?;
+                    rec.append(key, event, &take).await?;
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            };
+        taken?;
+        // What was read before the lock may be stale: another run may have finished in
+        // between. Everything after the lock starts from the log as it is now.
+        rec.reload().await?;
+        Ok(())
     }
 }
 

@@ -103,7 +103,8 @@ pub struct Gate {
 }
 
 impl Gate {
-    fn new() -> Gate {
+    /// A gate nobody waits at yet.
+    pub fn new() -> Gate {
         Gate {
             entered: Semaphore::new(0),
             released: Semaphore::new(0),
@@ -120,7 +121,8 @@ impl Gate {
         self.released.add_permits(1);
     }
 
-    async fn pass(&self) {
+    /// Waits here until released.
+    pub async fn pass(&self) {
         self.entered.add_permits(1);
         self.released.acquire().await.expect("gate open").forget();
     }
