@@ -10,7 +10,7 @@ use stackflow_events::event::{Operation, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::ProviderError;
-use stackflow_providers::provider::{Deleted, Imported};
+use stackflow_providers::provider::{Created, Deleted, Imported, Provider, ResourceRequest};
 
 use crate::deploy::Deployment;
 use crate::engine::{Engine, EngineError, NestedContext};
@@ -231,6 +231,31 @@ fn replay_of<S: EventStore + 'static>(
     }
 }
 
+/// The create of `request` when this stack's own intent shows it was made before (an
+/// interrupted or retried create): the provider answers with what that call made, or
+/// makes it now; a named resource that exists is adopted only through the provider's
+/// import of the same name. Only ever called for such a replay: a fresh create that
+/// finds its name taken fails (stackflow never takes over what it did not make).
+pub(crate) async fn create_or_adopt_own(
+    provider: &dyn Provider,
+    request: &ResourceRequest,
+) -> Result<Created, ProviderError> {
+    match provider.create(request).await {
+        Err(ProviderError::AlreadyExists(m)) => match provider.import(request).await {
+            Ok(Imported::Found {
+                physical_id,
+                attributes,
+            }) => Ok(Created {
+                physical_id,
+                attributes,
+                sensitive: false,
+            }),
+            _ => Err(ProviderError::AlreadyExists(m)),
+        },
+        other => other,
+    }
+}
+
 /// Replays an interrupted create with its token: the provider answers with the resource
 /// that call made, or makes it now. A named resource that exists is adopted only through
 /// the provider's import of the same name.
@@ -261,17 +286,9 @@ async fn replay_create<S: EventStore + 'static>(
         Err(m) => return Ok(Err(m)),
     };
     let request = step.request(call_props);
-    let found = match provider.create(&request).await {
-        Ok(c) => Ok((c.physical_id, c.attributes, c.sensitive)),
-        Err(ProviderError::AlreadyExists(m)) => match provider.import(&request).await {
-            Ok(Imported::Found {
-                physical_id,
-                attributes,
-            }) => Ok((physical_id, attributes, false)),
-            _ => Err(ProviderError::AlreadyExists(m)),
-        },
-        Err(e) => Err(e),
-    };
+    let found = create_or_adopt_own(provider.as_ref(), &request)
+        .await
+        .map(|c| (c.physical_id, c.attributes, c.sensitive));
     let verb = op_name(p.operation);
     match found {
         Ok((physical_id, attributes, all_secret)) => {

@@ -102,3 +102,40 @@ async fn a_failure_during_cleanup_is_not_rolled_back_and_the_next_deploy_finishe
     assert!(!rig.state("app").await.resources.contains_key("Gone"));
     assert!(rig.cloud.physical_ids("app", "Gone").is_empty());
 }
+
+#[tokio::test]
+async fn a_name_someone_else_has_is_never_taken_over_nor_deleted() {
+    let rig = Rig::new();
+    let theirs = rig.cloud.someone_elses_topic("orders");
+    let v1 = input(
+        "app",
+        json!({ "Resources": {
+            "Mine": { "Type": "AWS::SNS::Topic", "Properties": { "TopicName": "mine" } },
+            "Orders": {
+                "Type": "AWS::SNS::Topic",
+                "Properties": { "TopicName": "orders" },
+                "DependsOn": "Mine"
+            }
+        } }),
+    );
+    let report = support::deploy(&rig, &v1).await;
+    assert_eq!(report.status, StackStatus::Failed);
+    let failure = &report.failures[0];
+    assert_eq!(failure.logical_id, "Orders");
+    assert!(
+        failure.error.message.contains("did not create it"),
+        "{failure:?}"
+    );
+    // The rollback removed what this deploy made, and only that.
+    assert!(rig.cloud.world().contains_key(&theirs));
+    assert!(rig.cloud.physical_ids("app", "Mine").is_empty());
+    let state = rig.state("app").await;
+    assert!(state.resources.is_empty(), "{state:?}");
+    assert!(
+        !rig.cloud
+            .call_log()
+            .iter()
+            .any(|(op, id)| *op == Op::Delete && id == "Orders"),
+        "nothing named Orders was deleted"
+    );
+}

@@ -17,6 +17,7 @@ use stackflow_providers::router::Routed;
 use super::Deployment;
 use crate::engine::EngineError;
 use crate::keys::Phase;
+use crate::reconcile::create_or_adopt_own;
 use crate::report::{Done, Handled};
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
 
@@ -300,12 +301,24 @@ impl<S: EventStore + 'static> Deployment<S> {
             (call.routed.kind == ProviderKind::NestedStack)
                 .then(|| crate::nested::nested_stack_name(self.stack(), &d.logical_id))
         });
+        // A retried task finds its own intent: what it made then is its own.
+        let retried = {
+            let state = self.recorder.state();
+            let token = step.key.token();
+            state.pending.values().any(|p| p.token == token)
+        };
         step.intent(call.routed.kind, announced, Some(d.properties.clone()))
             .await?;
         call.request.token = step.key.token().to_string();
         call.request.physical_id = None;
         call.request.previous_properties = None;
-        match call.routed.provider.create(&call.request).await {
+        let provider = call.routed.provider.as_ref();
+        let made = if retried {
+            create_or_adopt_own(provider, &call.request).await
+        } else {
+            provider.create(&call.request).await
+        };
+        match made {
             Ok(created) => {
                 let attributes = self.record_attributes(
                     &d.logical_id,

@@ -200,6 +200,41 @@ fn answered_attributes(request: &ResourceRequest, physical_id: &str) -> Attribut
 }
 
 impl FakeCloud {
+    /// Puts a topic named `name` in the world, made by someone else (stack `elsewhere`).
+    pub fn someone_elses_topic(&self, name: &str) -> String {
+        let physical_id = format!("foreign-{name}");
+        let mut properties = Properties::new();
+        properties.insert("TopicName".into(), Value::String(name.into()));
+        self.lock().world.insert(
+            physical_id.clone(),
+            Thing {
+                stack: "elsewhere".into(),
+                logical_id: "Theirs".into(),
+                resource_type: "AWS::SNS::Topic".into(),
+                properties,
+            },
+        );
+        physical_id
+    }
+
+    /// The `TopicName` of `request` when another stack's topic has it (a create that is
+    /// not the replay of this request's own token).
+    fn taken_name(&self, request: &ResourceRequest) -> Option<String> {
+        let name = request.properties.get("TopicName")?.as_str()?;
+        let inner = self.lock();
+        if inner.tokens.contains_key(&request.token) {
+            return None;
+        }
+        inner
+            .world
+            .values()
+            .any(|t| {
+                t.stack != request.stack_name
+                    && t.properties.get("TopicName") == request.properties.get("TopicName")
+            })
+            .then(|| name.to_string())
+    }
+
     /// An empty cloud.
     pub fn new() -> Arc<FakeCloud> {
         Arc::new(FakeCloud::default())
@@ -544,6 +579,11 @@ impl Provider for FakeCloud {
     ) -> BoxFuture<'a, Result<Created, ProviderError>> {
         Box::pin(async move {
             self.before(Op::Create, request).await?;
+            if let Some(name) = self.taken_name(request) {
+                return Err(ProviderError::AlreadyExists(format!(
+                    "{name} already exists, and this stack did not create it"
+                )));
+            }
             Ok(self.do_create(request))
         })
     }
