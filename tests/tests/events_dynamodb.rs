@@ -117,7 +117,7 @@ async fn conformance_concurrent_appenders_lose_nothing() {
     conformance::concurrent_appenders_lose_nothing(
         Arc::clone(&store),
         &unique_name("concurrent"),
-        100,
+        200,
     )
     .await;
 }
@@ -462,7 +462,7 @@ async fn an_append_makes_three_requests() {
         assert_eq!(
             store.requests() - before,
             3,
-            "GetItem (key), UpdateItem (counter), TransactWriteItems"
+            "GetItem (key), GetItem (counter), TransactWriteItems"
         );
     }
     // A retried append stops after its first read.
@@ -716,9 +716,9 @@ async fn transaction_conflicts_are_retried_and_counted() {
         r#"{"Item":{"pk":{"S":"_streams"},"sk":{"S":"us-east-1/scripted"}}}"#.to_string(),
     );
     let responses = vec![
-        empty.clone(),                                            // GetItem k#: not a retry
-        empty.clone(), // GetItem registry: not registered
-        (200, r#"{"Attributes":{"seq":{"N":"7"}}}"#.to_string()), // UpdateItem counter
+        empty.clone(),                                      // GetItem k#: not a retry
+        empty.clone(),                                      // GetItem registry: not registered
+        (200, r#"{"Item":{"seq":{"N":"6"}}}"#.to_string()), // GetItem counter
         conflict.clone(),
         empty.clone(), // GetItem registry: still not registered
         conflict,
@@ -759,7 +759,7 @@ async fn transaction_conflicts_are_retried_and_counted() {
         [
             "GetItem",
             "GetItem",
-            "UpdateItem",
+            "GetItem",
             "TransactWriteItems",
             "GetItem",
             "TransactWriteItems",
@@ -778,7 +778,7 @@ async fn transaction_conflicts_are_retried_and_counted() {
         .collect();
     assert_eq!(
         sizes,
-        [4, 4, 3],
+        [5, 5, 4],
         "the registry item is dropped once registered"
     );
     let first = &transactions[0]["TransactItems"];
@@ -791,11 +791,18 @@ async fn transaction_conflicts_are_retried_and_counted() {
         first[0]["Put"]["Item"]["sk"]
     );
     assert_eq!(first[1]["Put"]["Item"]["sk"]["S"], "k#d1/R/create/done");
+    // The position is taken in the same transaction, only from the one read.
+    assert_eq!(first[2]["Update"]["Key"]["sk"]["S"], "counter");
+    assert_eq!(first[2]["Update"]["ConditionExpression"], "#seq = :prev");
     assert_eq!(
-        first[2]["ConditionCheck"]["ConditionExpression"],
+        first[2]["Update"]["ExpressionAttributeValues"][":prev"]["N"],
+        "6"
+    );
+    assert_eq!(
+        first[3]["ConditionCheck"]["ConditionExpression"],
         "deploy_id = :d"
     );
-    assert_eq!(first[3]["Put"]["Item"]["pk"]["S"], "_streams");
+    assert_eq!(first[4]["Put"]["Item"]["pk"]["S"], "_streams");
     // A fresh idempotency token for each attempt of the store's own.
     let tokens: std::collections::HashSet<&str> = transactions
         .iter()

@@ -156,14 +156,18 @@ pub async fn conflicting_append_is_detected<S: EventStore>(store: &S, prefix: &s
     );
 }
 
-/// `n` tasks append distinct events to one stream at once, each retrying its append once;
-/// none is lost or duplicated and every reported position is the one read back.
+/// `n` tasks append distinct events to one stream at once, each retrying its append once,
+/// while a follower reads on from the last position it saw (as `events --follow` does);
+/// none is lost or duplicated, every reported position is the one read back, positions
+/// have no holes, and the follower sees every event exactly once.
 pub async fn concurrent_appenders_lose_nothing<S: EventStore + 'static>(
     store: Arc<S>,
     prefix: &str,
     n: usize,
 ) {
     let stream = stream(prefix, "concurrent");
+    let (appended, done) = tokio::sync::watch::channel(false);
+    let follower = tokio::spawn(follow(Arc::clone(&store), stream.clone(), done));
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
     let mut tasks = Vec::with_capacity(n);
     for i in 0..n {
@@ -198,6 +202,7 @@ pub async fn concurrent_appenders_lose_nothing<S: EventStore + 'static>(
         reported.insert(key, first.seq());
     }
 
+    let _ = appended.send(true);
     let read = ok(
         store.read(&stream, 0).await,
         "read after concurrent appends",
@@ -226,6 +231,40 @@ pub async fn concurrent_appenders_lose_nothing<S: EventStore + 'static>(
             stored.key,
             stored.seq
         );
+    }
+    let positions: Vec<u64> = read.iter().map(|e| e.seq).collect();
+    let expected: Vec<u64> = (1..=n as u64).collect();
+    assert_eq!(positions, expected, "positions have no holes");
+    let followed = follower.await.expect("the follower panicked");
+    assert_eq!(
+        followed,
+        keys(&read),
+        "a reader that resumes from the last position it saw misses nothing"
+    );
+}
+
+/// Reads `stream` on from the last position seen, as a follower does, until every
+/// append is done (`done`) and one more read found nothing new; the keys in the order
+/// seen.
+async fn follow<S: EventStore>(
+    store: Arc<S>,
+    stream: StreamId,
+    done: tokio::sync::watch::Receiver<bool>,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut last = 0;
+    loop {
+        let finished = *done.borrow();
+        let events = ok(store.read(&stream, last).await, "a follower's read");
+        let empty = events.is_empty();
+        for e in events {
+            last = e.seq;
+            seen.push(e.key);
+        }
+        if finished && empty {
+            return seen;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

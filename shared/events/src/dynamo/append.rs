@@ -5,21 +5,24 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{CancellationReason, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{CancellationReason, Put, TransactWriteItem, Update};
 
 use super::bodies::Body;
 use super::locks::{LockOp, holder_of, lock_item};
 use super::{
-    DynamoStore, EVENT_PREFIX, Item, LOCK_SK, MAX_ATTEMPTS, REGISTRY_PK, TRANSIENT_REASONS,
-    build_error, describe_reasons, get_n, get_s, is_transient, key_sk, n, put, s, seq_sk,
+    COUNTER_SK, DynamoStore, EVENT_PREFIX, Item, LOCK_SK, MAX_ATTEMPTS, MAX_CONTENTION,
+    REGISTRY_PK, TRANSIENT_REASONS, build_error, describe_reasons, get_n, get_s, is_transient,
+    key_sk, n, put, s, seq_sk,
 };
-use crate::event::{self, NewEvent};
+use crate::event::{self, Holder, NewEvent};
 use crate::store::{Appended, Precondition, StoreError, StoreResult, StreamId};
 
 /// What a transaction writing an event did.
 pub(super) enum Written {
     /// The event is stored.
     Done,
+    /// Another appender took the position first (the counter moved): read it again.
+    Moved,
     /// Its key was taken meanwhile, by another event: the `k#` item.
     KeyTaken(Item),
     /// The lock's condition failed: the `lock` item as it was (when the reason held it).
@@ -29,6 +32,7 @@ pub(super) enum Written {
 /// An event ready to be written at a position.
 pub(super) struct Pending<'a> {
     pub(super) pk: &'a str,
+    /// Its position: one above `seq - 1`, the counter's value when it was read.
     pub(super) seq: u64,
     pub(super) key: &'a str,
     pub(super) digest: &'a str,
@@ -74,11 +78,34 @@ impl DynamoStore {
                 &[],
             )?,
         ];
+        items.push(self.counter_advance(pk, event.seq)?);
         items.extend(lock_item(&self.table, pk, lock)?);
         if register {
             items.push(put(&self.table, registry_item(pk), None, &[])?);
         }
         Ok(items)
+    }
+
+    /// The counter's move to `seq`, only from `seq - 1`: the position is taken in the
+    /// same transaction that writes the event, so positions have no holes and follow the
+    /// order in which events were written.
+    fn counter_advance(&self, pk: &str, seq: u64) -> StoreResult<TransactWriteItem> {
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(COUNTER_SK))
+            .update_expression("SET #seq = :seq")
+            .condition_expression(if seq == 1 {
+                "attribute_not_exists(sk) OR #seq = :prev"
+            } else {
+                "#seq = :prev"
+            })
+            .expression_attribute_names("#seq", "seq")
+            .expression_attribute_values(":seq", n(seq))
+            .expression_attribute_values(":prev", n(seq - 1))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(update).build())
     }
 
     /// Writes an event at its position (step 4 of an append), repeating the transaction
@@ -147,7 +174,8 @@ impl DynamoStore {
     }
 
     /// What a cancelled transaction writing `event` means, from its cancellation reasons
-    /// (in the order of the transaction's items: the event, its key, the lock).
+    /// (in the order of the transaction's items: the event, its key, the counter, the
+    /// lock).
     async fn cancelled(
         &self,
         event: &Pending<'_>,
@@ -168,9 +196,12 @@ impl DynamoStore {
                 .map(Some);
         }
         if !matches!(lock, LockOp::None)
-            && let Some(reason) = failed(2)
+            && let Some(reason) = failed(3)
         {
             return Ok(Some(Written::LockRefused(reason.item().cloned())));
+        }
+        if failed(2).is_some() {
+            return Ok(Some(Written::Moved));
         }
         if failed(0).is_some() {
             return Err(StoreError::Backend(format!(
@@ -187,6 +218,9 @@ impl DynamoStore {
             let held = self.get(event.pk, LOCK_SK).await?;
             if !lock.allows(holder_of(held.as_ref())?.as_ref()) {
                 return Ok(Some(Written::LockRefused(held)));
+            }
+            if self.last_seq(event.pk).await? != event.seq - 1 {
+                return Ok(Some(Written::Moved));
             }
         }
         if reasons
@@ -269,51 +303,72 @@ impl DynamoStore {
             return self.already_there(&new.key, &digest, &item);
         }
 
-        // 2. Its position.
-        let seq = self.next_seq(&pk).await?;
-
-        // 3. Its body.
-        let json = serde_json::to_string(&body_value).expect("events serialize");
-        let body = self.place_body(&pk, "events", seq, json).await?;
-
-        // 4. The event, its key and its precondition, at once.
+        // 2-4. Its position, its body, and the event with its key, the counter and its
+        // precondition, at once.
         let lock = match pre {
             Precondition::None => LockOp::None,
             Precondition::TakeLock(holder) => LockOp::Take(holder),
             Precondition::HoldsLock(id) => LockOp::Check(id),
             Precondition::ReleaseLock(id) => LockOp::Release(id),
         };
-        let pending = Pending {
+        let json = serde_json::to_string(&body_value).expect("events serialize");
+        let event = Unplaced {
             pk: &pk,
-            seq,
             key: &new.key,
             digest: &digest,
             type_name: new.event.type_name(),
-            body: &body,
+            json,
         };
-        let result = self.settle(&pending, lock).await;
-        // Only when the event is known not to be written: after an error that leaves it
-        // unknown, the object may be the body of a stored event.
-        if matches!(
-            result,
-            Ok(Appended::AlreadyThere(_))
-                | Err(StoreError::Conflict { .. }
-                    | StoreError::Locked { .. }
-                    | StoreError::NotHolder { .. })
-        ) {
-            self.discard_body(&body).await;
+        let mut contention = 0;
+        loop {
+            let seq = self.last_seq(&pk).await? + 1;
+            let body = self
+                .place_body(&pk, "events", seq, event.json.clone())
+                .await?;
+            let pending = event.at(seq, &body);
+            let result = self.settle(&pending, lock).await;
+            // Only when the event is known not to be written: after an error that leaves
+            // it unknown, the object may be the body of a stored event.
+            if matches!(
+                result,
+                Ok(None | Some(Appended::AlreadyThere(_)))
+                    | Err(StoreError::Conflict { .. }
+                        | StoreError::Locked { .. }
+                        | StoreError::NotHolder { .. })
+            ) {
+                self.discard_body(&body).await;
+            }
+            if let Some(appended) = result? {
+                return Ok(appended);
+            }
+            contention += 1;
+            if contention >= MAX_CONTENTION {
+                return Err(StoreError::Backend(format!(
+                    "DynamoDB table {}: {pk}: {MAX_CONTENTION} other appenders took the next \
+                     position first; giving up",
+                    self.table
+                )));
+            }
+            self.contention_pause(contention).await;
         }
-        result
     }
 
-    /// Writes a pending event and turns a cancelled write into the append's outcome.
-    async fn settle(&self, pending: &Pending<'_>, lock: LockOp<'_>) -> StoreResult<Appended> {
+    /// Writes a pending event and turns a cancelled write into the append's outcome;
+    /// `None` when another appender took its position first.
+    async fn settle(
+        &self,
+        pending: &Pending<'_>,
+        lock: LockOp<'_>,
+    ) -> StoreResult<Option<Appended>> {
         let mut attempt = 1;
         loop {
             match self.write_event(pending, lock).await? {
-                Written::Done => return Ok(Appended::New(pending.seq)),
+                Written::Done => return Ok(Some(Appended::New(pending.seq))),
+                Written::Moved => return Ok(None),
                 Written::KeyTaken(item) => {
-                    return self.already_there(pending.key, pending.digest, &item);
+                    return self
+                        .already_there(pending.key, pending.digest, &item)
+                        .map(Some);
                 }
                 Written::LockRefused(item) => {
                     let item = match item {
@@ -327,22 +382,48 @@ impl DynamoStore {
                         attempt += 1;
                         continue;
                     }
-                    return Err(match (lock, holder) {
-                        (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
-                        (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
-                            StoreError::NotHolder {
-                                deploy_id: id.to_string(),
-                                holder,
-                            }
-                        }
-                        (_, holder) => StoreError::Backend(format!(
-                            "DynamoDB table {}: the lock of {} keeps changing (now {:?})",
-                            self.table, pending.pk, holder
-                        )),
-                    });
+                    return Err(refusal(lock, holder, &self.table, pending.pk));
                 }
             }
         }
+    }
+}
+
+/// An event to append, before it has a position.
+struct Unplaced<'a> {
+    pk: &'a str,
+    key: &'a str,
+    digest: &'a str,
+    type_name: &'static str,
+    json: String,
+}
+
+impl<'a> Unplaced<'a> {
+    fn at(&self, seq: u64, body: &'a Body) -> Pending<'a> {
+        Pending {
+            pk: self.pk,
+            seq,
+            key: self.key,
+            digest: self.digest,
+            type_name: self.type_name,
+            body,
+        }
+    }
+}
+
+/// The error of an append whose lock condition failed for good.
+fn refusal(lock: LockOp<'_>, holder: Option<Holder>, table: &str, pk: &str) -> StoreError {
+    match (lock, holder) {
+        (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
+        (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
+            StoreError::NotHolder {
+                deploy_id: id.to_string(),
+                holder,
+            }
+        }
+        (_, holder) => StoreError::Backend(format!(
+            "DynamoDB table {table}: the lock of {pk} keeps changing (now {holder:?})"
+        )),
     }
 }
 

@@ -122,7 +122,7 @@ impl DynamoStore {
             let Some(holder) = self.lock_holder(stream).await? else {
                 return Ok(None);
             };
-            let seq = self.next_seq(&pk).await?;
+            let seq = self.last_seq(&pk).await? + 1;
             let new = NewEvent::new(
                 format!("lock-broken/{}/{seq}", holder.deploy_id),
                 Event::LockBroken {
@@ -147,7 +147,12 @@ impl DynamoStore {
                 .await
             {
                 Ok(Written::Done) => return Ok(Some(holder)),
-                // Released or taken over meanwhile: look again (the position stays empty).
+                // Another event took the position: read the stream's end again.
+                Ok(Written::Moved) => {
+                    self.discard_body(&body).await;
+                    self.contention_pause(attempt).await;
+                }
+                // Released or taken over meanwhile: look again.
                 Ok(Written::LockRefused(_)) if attempt < MAX_ATTEMPTS => {
                     self.discard_body(&body).await;
                     self.backoff(attempt).await;

@@ -13,7 +13,7 @@
 //! | `<region>/<stack>` | `e#<seq>` | `seq` N, `key` S, `type` S, `v` N, `at` S, `digest` S, and `body` S (the event's JSON) or `body_s3` S (the S3 key of the JSON, when it is over 350 KiB) | One event of the stream |
 //! | `<region>/<stack>` | `k#<key>` | `seq` N, `digest` S | An event's idempotency key: where the event with that key is, and a digest of its content (a key over 1000 bytes is stored as `k#sha256:<hex of its digest>`) |
 //! | `<region>/<stack>` | `lock` | `deploy_id` S, `holder` S (the [`Holder`] as JSON) | The stack's lock, present while held |
-//! | `<region>/<stack>` | `counter` | `seq` N | The last position handed out |
+//! | `<region>/<stack>` | `counter` | `seq` N | The last position written |
 //! | `<region>/<stack>` | `s#<seq>` | `seq` N, `at` S, and `body` S or `body_s3` S | A projection snapshot covering the stream up to `seq` |
 //! | `_streams` | `<region>/<stack>` | `region` S, `stack` S, `at` S | The stream registry, read by `streams()` |
 //!
@@ -21,26 +21,35 @@
 //!
 //! # Appending
 //!
-//! An append makes three requests, none of which concurrent appenders make each other
-//! repeat:
+//! An append makes three requests:
 //!
 //! 1. a consistent `GetItem` of `k#<key>`: when it is there, the append is a retry
 //!    ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and nothing is written;
-//! 2. `UpdateItem` of `counter` with `ADD seq 1`, returning the new value: the event's
-//!    position, handed out atomically to each appender;
+//! 2. a consistent `GetItem` of `counter`: the last position written, `n`;
 //! 3. (a `PutObject` of the body to S3, when it is too large for an item;)
-//! 4. `TransactWriteItems`: put `e#<seq>` and `k#<key>` (each only if absent), plus the
-//!    precondition on `lock`: `TakeLock` puts it if it is absent or held by the same
-//!    deploy, `HoldsLock` checks that the deploy holds it (`ConditionCheck`),
-//!    `ReleaseLock` deletes it if it is absent or held by the deploy; plus the registry
-//!    item, when this process has not seen the stream registered yet.
+//! 4. `TransactWriteItems`: put `e#<n+1>` and `k#<key>` (each only if absent), move
+//!    `counter` from `n` to `n + 1` (only if it still says `n`), plus the precondition on
+//!    `lock`: `TakeLock` puts it if it is absent or held by the same deploy, `HoldsLock`
+//!    checks that the deploy holds it (`ConditionCheck`), `ReleaseLock` deletes it if it
+//!    is absent or held by the deploy; plus the registry item, when this process has not
+//!    seen the stream registered yet.
+//!
+//! A position is taken in the very transaction that writes its event, so positions have
+//! no holes and follow the order in which events were written: a refused append (the
+//! lock, a conflict) takes none, an append cut short takes none, and a lock event can
+//! never land below an event written before it. A reader that resumes after the last
+//! position it saw (`events --follow`) misses nothing: when `e#<n+1>` is there, so is
+//! `e#<n>`. When another appender took `n + 1` first (the counter's condition failed),
+//! the append reads the counter again and tries the next position, after a random pause
+//! of a few milliseconds (at most [`MAX_CONTENTION`] times). Streams written by older
+//! versions (whose counter handed out positions before the write) may have holes below
+//! the counter; positions still only grow.
 //!
 //! When the transaction is cancelled because `k#<key>` appeared meanwhile (a concurrent
 //! retry of the same append won) or because the lock's condition failed, the cancellation
 //! reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
 //! and the append reports [`Appended::AlreadyThere`], a conflict, [`StoreError::Locked`]
-//! or [`StoreError::NotHolder`] from it. Its position stays empty: positions only grow,
-//! and readers skip gaps. Only transient failures (throttling, transaction conflicts)
+//! or [`StoreError::NotHolder`] from it. Only transient failures (throttling, transaction conflicts)
 //! are retried: at most 8 attempts in all, after randomized pauses of 10-20 ms, doubling
 //! up to 0.5-1 s; [`DynamoStore::retries`] counts the retries, the SDK's own included.
 //!
@@ -50,10 +59,6 @@
 //! process to a stream also reads the registry item (alongside step 1), and the
 //! transaction puts it while it is missing; after a transaction conflict (appenders
 //! racing at the stream's birth) it is read again.
-//!
-//! A position is handed out before its event is written, so a reader may see position
-//! `n + 1` before a slower appender has written position `n`: reading on from the last
-//! position seen can miss an event that concurrent appenders were still writing.
 //!
 //! A body put in S3 is deleted again when the append is known not to have happened
 //! (refused, or a retry); after an error that leaves it unknown it stays, possibly
@@ -86,8 +91,7 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem,
+    AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use serde_json::Value;
 
@@ -113,6 +117,9 @@ const MAX_PLAIN_KEY: usize = 1000;
 
 /// How many times one request is tried in all when it keeps failing transiently.
 const MAX_ATTEMPTS: u32 = 8;
+/// How many times an append reads the next position again after other appenders took
+/// it first (each time one of them succeeded, so the stream moved on).
+const MAX_CONTENTION: u32 = 2000;
 /// The first backoff; it doubles with each retry up to [`MAX_BACKOFF`].
 const BASE_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -313,32 +320,22 @@ impl DynamoStore {
         Ok(out.item)
     }
 
-    /// Hands out the stream's next position.
-    async fn next_seq(&self, pk: &str) -> StoreResult<u64> {
-        let out = self
-            .retrying(|| {
-                self.db
-                    .update_item()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .key("sk", s(COUNTER_SK))
-                    .update_expression("ADD #seq :one")
-                    .expression_attribute_names("#seq", "seq")
-                    .expression_attribute_values(":one", n(1))
-                    .return_values(ReturnValue::UpdatedNew)
-                    .send()
-            })
-            .await
-            .map_err(|e| self.backend("UpdateItem (sequence counter)", &e))?;
-        out.attributes()
-            .and_then(|a| get_n(a, "seq"))
-            .ok_or_else(|| {
-                StoreError::Backend(format!(
-                    "DynamoDB UpdateItem on table {}: the sequence counter of {pk} came back \
-                     without its new value",
-                    self.table
-                ))
-            })
+    /// The stream's last position (0 for a new stream), read consistently: the next
+    /// event goes one above, if the counter still says this when it is written.
+    async fn last_seq(&self, pk: &str) -> StoreResult<u64> {
+        Ok(self
+            .get(pk, COUNTER_SK)
+            .await?
+            .and_then(|item| get_n(&item, "seq"))
+            .unwrap_or(0))
+    }
+
+    /// A short random pause after losing a position to another appender: up to
+    /// `attempt` milliseconds (at most 50), so that racing appenders spread out.
+    async fn contention_pause(&self, attempt: u32) {
+        self.counters.own_retries.fetch_add(1, Ordering::Relaxed);
+        let ceiling = Duration::from_millis(u64::from(attempt.clamp(1, 50)));
+        tokio::time::sleep(ceiling.mul_f64(random_fraction())).await;
     }
 
     fn is_registered(&self, pk: &str) -> bool {
