@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use stackflow_core::template::Policy;
-use stackflow_events::event::{Operation, ResourceRecord};
+use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::ProviderError;
@@ -231,6 +231,32 @@ fn replay_of<S: EventStore + 'static>(
     }
 }
 
+/// How long Cloud Control keeps a request's client token: a create replayed later with
+/// the same token is a new request, which makes a second resource of a type without a
+/// name (a VPC, a subnet, a security group).
+const CLOUD_CONTROL_TOKEN_LIFE: std::time::Duration = std::time::Duration::from_secs(36 * 3600);
+
+/// Why the interrupted create `p` is not replayed blindly at `now`: its Cloud Control
+/// token has expired. `None` when it may be replayed.
+fn too_old_to_replay(p: &PendingIntent, now: std::time::SystemTime) -> Option<String> {
+    if p.provider != ProviderKind::CloudControl {
+        return None;
+    }
+    let at = p.at.as_deref()?;
+    let then = humantime::parse_rfc3339_weak(at).ok()?;
+    let age = now.duration_since(then).ok()?;
+    (age > CLOUD_CONTROL_TOKEN_LIFE).then(|| {
+        format!(
+            "interrupted at {at}, more than 36 hours ago: Cloud Control has forgotten the \
+             call's token, so replaying it could make a second {ty}. Not replayed: check AWS \
+             for a {ty} made around {at} for {id} and delete it if it is \
+             there; the next deploy creates {id} again",
+            ty = p.resource_type,
+            id = p.logical_id
+        )
+    })
+}
+
 /// The create of `request` when this stack's own intent shows it was made before (an
 /// interrupted or retried create): the provider answers with what that call made, or
 /// makes it now; a named resource that exists is adopted only through the provider's
@@ -266,6 +292,9 @@ async fn replay_create<S: EventStore + 'static>(
     deployment: Option<&Deployment<S>>,
     ctx: NestedContext<'_>,
 ) -> Replayed {
+    if let Some(why) = too_old_to_replay(p, std::time::SystemTime::now()) {
+        return Ok(Err(why));
+    }
     let replay = replay_of(p, deployment);
     let Some(props) = replay.properties else {
         return Ok(Err("interrupted, and its properties are not known: check AWS for a resource made by this call".into()));
@@ -327,5 +356,48 @@ async fn replay_create<S: EventStore + 'static>(
                 e.message()
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    fn intent(provider: ProviderKind, at: Option<&str>) -> PendingIntent {
+        PendingIntent {
+            deploy_id: "d1".into(),
+            logical_id: "Vpc".into(),
+            resource_type: "AWS::EC2::VPC".into(),
+            operation: Operation::Create,
+            token: "t".into(),
+            provider,
+            physical_id: None,
+            properties: None,
+            seq: 3,
+            at: at.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_cloud_control_create_older_than_its_token_is_not_replayed() {
+        let at = "2026-11-01T10:00:00.000Z";
+        let then = humantime::parse_rfc3339_weak(at).unwrap();
+        let soon = then + Duration::from_secs(35 * 3600);
+        let late = then + Duration::from_secs(37 * 3600);
+        let cc = intent(ProviderKind::CloudControl, Some(at));
+        assert_eq!(too_old_to_replay(&cc, soon), None);
+        let why = too_old_to_replay(&cc, late).expect("refused");
+        assert!(why.contains("AWS::EC2::VPC") && why.contains(at), "{why}");
+        // SDK providers check by name; an intent without a time is replayed as before.
+        assert_eq!(
+            too_old_to_replay(&intent(ProviderKind::Sdk, Some(at)), late),
+            None
+        );
+        assert_eq!(
+            too_old_to_replay(&intent(ProviderKind::CloudControl, None), late),
+            None
+        );
+        assert!(SystemTime::now() > then);
     }
 }

@@ -42,7 +42,7 @@ impl StackState {
             Event::DeployFailed {
                 deploy_id, error, ..
             } => self.deploy_failed(deploy_id, error),
-            Event::ResourceIntent { .. } => self.resource_intent(&stored.event, seq),
+            Event::ResourceIntent { .. } => self.resource_intent(&stored.event, seq, at),
             Event::ResourceCreated {
                 deploy_id,
                 resource,
@@ -220,7 +220,7 @@ impl StackState {
     }
 
     /// `ResourceIntent`: the call is pending until its outcome is recorded.
-    fn resource_intent(&mut self, event: &Event, seq: u64) {
+    fn resource_intent(&mut self, event: &Event, seq: u64, at: &str) {
         let Event::ResourceIntent {
             deploy_id,
             logical_id,
@@ -250,6 +250,7 @@ impl StackState {
                 physical_id: physical_id.clone(),
                 properties: properties.clone(),
                 seq,
+                at: (!at.is_empty()).then(|| at.to_string()),
             },
         );
     }

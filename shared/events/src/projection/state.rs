@@ -110,6 +110,10 @@ pub struct PendingIntent {
     pub properties: Option<Map<String, Value>>,
     /// Where the intent is in the stream.
     pub seq: u64,
+    /// When the intent was recorded (RFC 3339), when known: a replay long after it may
+    /// find the call's idempotency token forgotten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
 }
 
 /// How a deploy ended, as far as the log tells.
