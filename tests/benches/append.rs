@@ -151,6 +151,7 @@ async fn run() -> Result<bool, String> {
         who: "bench@localhost".into(),
         since: stackflow_events::event::now(),
         operation: "deploy".into(),
+        expires: None,
     };
     lock_store
         .append(

@@ -133,6 +133,7 @@ fn engine(
         progress,
         stale: Arc::new(|_| false),
         digest_key: None,
+        lease: None,
     })
 }
 

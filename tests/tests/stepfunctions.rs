@@ -59,6 +59,7 @@ async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
         progress: Arc::new(Silent),
         stale: Arc::new(|_| false),
         digest_key: None,
+        lease: None,
     });
     let tasks = Arc::new(Tasks {
         engine,
@@ -423,6 +424,7 @@ async fn corpus_deploys_and_destroys_through_step_functions() {
         progress: Arc::new(Silent),
         stale: Arc::new(|_| false),
         digest_key: None,
+        lease: None,
     };
     let mut problems = Vec::new();
     let mut transitions = 0usize;

@@ -113,6 +113,7 @@ pub async fn setup_with(
         progress: Arc::new(Printer::new(verbose)),
         stale: stale_check(),
         digest_key: digest_key(global, &config).await?,
+        lease: Some(std::time::Duration::from_secs(120)),
     });
     Ok(Setup {
         engine,

@@ -131,6 +131,12 @@ impl EventStore for Store {
             Store::DynamoDb(s) => s.break_lock(stream, by).await,
         }
     }
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        match self {
+            Store::Local(s) => s.renew_lock(stream, deploy_id, until).await,
+            Store::DynamoDb(s) => s.renew_lock(stream, deploy_id, until).await,
+        }
+    }
     async fn put_snapshot(&self, stream: &StreamId, seq: u64, body: &Value) -> StoreResult<()> {
         match self {
             Store::Local(s) => s.put_snapshot(stream, seq, body).await,

@@ -1164,6 +1164,7 @@ async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
         who: who.clone(),
         since: now(),
         operation: "deploy".into(),
+        expires: None,
     };
     let started = Event::DeployStarted {
         deploy_id: KILLED.into(),

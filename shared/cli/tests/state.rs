@@ -73,6 +73,7 @@ async fn record_history(dir: &Path) {
         who: "tester@host".into(),
         since: "2026-11-29T12:00:00.000Z".into(),
         operation: "deploy".into(),
+        expires: None,
     };
     let events = vec![
         (

@@ -10,7 +10,7 @@ use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 
 use crate::deploy::{cleanup_graph, delete_one};
-use crate::engine::{DeployOptions, Engine, EngineError, NestedContext, holder};
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{RunEvent, new_id, run_key};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
@@ -81,7 +81,7 @@ impl<S: EventStore + 'static> Destroy<S> {
         }
         check_importers(engine, stack, &recorder).await?;
         let id = report.deploy_id.clone();
-        let holder = holder(&id, &engine.who, "destroy");
+        let holder = engine.holder(&id, "destroy");
         let locked = Event::LockTaken {
             holder: holder.clone(),
         };
@@ -178,6 +178,7 @@ pub async fn destroy_stack<S: EventStore + 'static>(
     options: DeployOptions,
 ) -> Result<StackReport, EngineError> {
     let started = Instant::now();
+    let (lease_lost, options) = crate::lease::stoppable(options);
     let mut report = StackReport::new(stack, &new_id("x"));
     let nothing = "the stack has no resources: nothing to destroy";
     let Some(destroy) = Destroy::begin(&engine, stack, &mut report).await? else {
@@ -185,7 +186,17 @@ pub async fn destroy_stack<S: EventStore + 'static>(
         engine.note(stack, nothing);
         return Ok(report);
     };
-    if !destroy.delete_all(&options, &mut report).await? {
+    let keeper = crate::lease::keep(
+        &engine,
+        destroy.recorder.stream().clone(),
+        destroy.id.clone(),
+        lease_lost,
+    );
+    let deleted = destroy.delete_all(&options, &mut report).await?;
+    if keeper.as_ref().is_some_and(crate::lease::Keeper::lost) {
+        return Err(crate::lease::lost_error(stack));
+    }
+    if !deleted {
         // Only a lock (of a run that is gone) or interrupted calls were left: settled now.
         release(&destroy.recorder, &destroy.id).await?;
         report.status = StackStatus::NoChanges;

@@ -2,6 +2,7 @@
 //! (the store, the router, the lookups, who runs it), the run options, and the lock.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use stackflow_core::TemplateError;
 use stackflow_core::secrets::DigestKey;
@@ -112,6 +113,10 @@ pub struct Engine<S> {
     pub progress: Arc<dyn Progress>,
     /// Whether a lock holder is gone.
     pub stale: StaleCheck,
+    /// How long a lock this engine takes is leased for (renewed while the run lives;
+    /// once passed, another run may take the lock). `None`: locks are held until released
+    /// or broken explicitly (Step Functions executions).
+    pub lease: Option<std::time::Duration>,
     /// The key of the digests recorded in place of secret values (one per store; each
     /// stack derives its own from it). `None` records a bare mask, so a changed secret
     /// is not seen as a change.
@@ -185,31 +190,32 @@ impl<S: EventStore + 'static> Engine<S> {
         holder: Holder,
     ) -> Result<(), EngineError> {
         let take = Precondition::TakeLock(holder);
-        let taken: Result<(), EngineError> =
-            match rec.append(key.clone(), event.clone(), &take).await {
-                Ok(_) => Ok(()),
-                Err(StoreError::Locked { holder: current }) if (self.stale)(&current) => {
-                    let stack = &rec.stream().stack;
-                    self.note(
-                        stack,
-                        &format!(
-                            "breaking the lock of {} ({} {}): its process is gone",
-                            current.who, current.operation, current.deploy_id
-                        ),
-                    );
-                    rec.store()
-                        .break_lock(
-                            rec.stream(),
-                            &format!("{} (holder's process gone)", self.who),
-                        )
-                        .await?;
-                    rec.reload().await?;
-                    rec.append(key, event, &take).await?;
-                    Ok(())
-                }
-                Err(e) => Err(e.into()),
-            };
-        taken?;
+        match rec.append(key.clone(), event.clone(), &take).await {
+            Ok(_) => {}
+            Err(StoreError::Locked { holder: current }) => {
+                let gone = (self.stale)(&current);
+                let why = match &current.expires {
+                    _ if gone => "its process is gone".to_string(),
+                    Some(end) if crate::lease::expired(&current, SystemTime::now()) => {
+                        format!("its lease ended at {end}")
+                    }
+                    _ => return Err(StoreError::Locked { holder: current }.into()),
+                };
+                self.note(
+                    &rec.stream().stack,
+                    &format!(
+                        "breaking the lock of {} ({} {}): {why}",
+                        current.who, current.operation, current.deploy_id
+                    ),
+                );
+                rec.store()
+                    .break_lock(rec.stream(), &format!("{} ({why})", self.who))
+                    .await?;
+                rec.reload().await?;
+                rec.append(key, event, &take).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
         // What was read before the lock may be stale: another run may have finished in
         // between. Everything after the lock starts from the log as it is now.
         rec.reload().await?;
@@ -224,5 +230,16 @@ pub(crate) fn holder(id: &str, who: &str, operation: &str) -> Holder {
         who: who.to_string(),
         since: stackflow_events::event::now(),
         operation: operation.to_string(),
+        expires: None,
+    }
+}
+
+impl<S> Engine<S> {
+    /// The holder of a lock run `id` of `operation` takes now: leased when the engine
+    /// takes leases.
+    pub(crate) fn holder(&self, id: &str, operation: &str) -> Holder {
+        let mut h = holder(id, &self.who, operation);
+        h.expires = self.lease.map(crate::lease::until);
+        h
     }
 }

@@ -15,6 +15,7 @@ pub mod digest;
 pub mod engine;
 mod gather;
 pub mod keys;
+mod lease;
 pub mod lookups;
 pub mod nested;
 pub mod preflight;

@@ -13,7 +13,7 @@ use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent};
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::ProviderError;
 
-use crate::engine::{DeployOptions, Engine, EngineError, NestedContext, holder};
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
@@ -295,7 +295,7 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
     ) -> Result<OwnedRollback<S>, EngineError> {
         let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
         let rollback_id = new_id("r");
-        let holder = holder(&rollback_id, &engine.who, "rollback");
+        let holder = engine.holder(&rollback_id, "rollback");
         engine
             .take_lock(
                 &recorder,
@@ -373,7 +373,18 @@ pub async fn rollback_stack<S: EventStore + 'static>(
     let mut report = StackReport::new(stack, &rollback.rollback_id);
     let nothing = rollback.deploy_id().is_none()
         || rollback.recorder.state().journal.to_undo().next().is_none();
-    let r = rollback.run().await?;
+    let (lease_lost, _) = tokio::sync::watch::channel(false);
+    let keeper = crate::lease::keep(
+        &engine,
+        rollback.recorder.stream().clone(),
+        rollback.rollback_id.clone(),
+        lease_lost,
+    );
+    let r = rollback.run().await;
+    if keeper.as_ref().is_some_and(crate::lease::Keeper::lost) {
+        return Err(crate::lease::lost_error(stack));
+    }
+    let r = r?;
     if nothing && r.undone.is_empty() {
         report.status = StackStatus::NoChanges;
         engine.note(stack, "nothing to roll back");

@@ -215,12 +215,19 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     options: DeployOptions,
 ) -> Result<StackReport, EngineError> {
     let started = Instant::now();
+    let (lease_lost, options) = crate::lease::stoppable(options);
     let (deployment, mut report) = Deployment::begin(engine.clone(), input, options).await?;
     let Some(d) = deployment else {
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     };
     let d = Arc::new(d);
+    let keeper = crate::lease::keep(
+        &engine,
+        d.recorder.stream().clone(),
+        d.deploy_id.clone(),
+        lease_lost,
+    );
     let tasks = d.provision_tasks();
     let planned_cleanups = d
         .plan
@@ -275,6 +282,9 @@ pub async fn deploy_stack<S: EventStore + 'static>(
             },
         )
         .await;
+    }
+    if keeper.as_ref().is_some_and(crate::lease::Keeper::lost) {
+        return Err(crate::lease::lost_error(d.stack()));
     }
     let stopped_by_user = d.options.stopped();
     tally.into_report(&mut report)?;

@@ -266,6 +266,7 @@ pub async fn scrub<S: EventStore>(
         who: options.who.clone(),
         since: now(),
         operation: "scrub".into(),
+        expires: None,
     };
     let lock = NewEvent::new(
         format!("{id}/lock"),

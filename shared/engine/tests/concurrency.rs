@@ -10,9 +10,14 @@ use serde_json::json;
 use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::StackOutputRef;
 use stackflow_engine::lookups::{LookupError, Lookups};
+use std::time::Duration;
+
+use stackflow_engine::engine::Engine;
 use stackflow_engine::{StackStatus, deploy_stack};
+use stackflow_events::event::{Event, Holder};
+use stackflow_events::{EventStore, NewEvent, Precondition};
 use stackflow_providers::provider::BoxFuture;
-use support::{FakeLookups, Gate, Rig, deploy_ok, input, options};
+use support::{FakeLookups, Gate, Op, Rig, deploy_ok, input, options};
 
 /// Lookups that stop at `gate` on their first availability zone question.
 struct Stalled {
@@ -103,4 +108,127 @@ async fn a_deploy_that_finishes_while_another_plans_leaves_no_duplicate() {
     let state = rig.state("app").await;
     assert!(state.lock.is_none());
     assert_eq!(state.resources.len(), 1);
+}
+
+/// The rig's engine, taking locks leased for `lease`.
+fn leased(rig: &Rig, lease: std::time::Duration) -> Arc<Engine<support::FaultStore>> {
+    Arc::new(Engine {
+        store: rig.store.clone(),
+        providers: Arc::new(support::FakeRouter(rig.cloud.clone())),
+        lookups: Arc::new(FakeLookups::default()),
+        region: support::REGION.into(),
+        who: "lease-test".into(),
+        cloudformation_fallback: false,
+        progress: rig.lines.clone(),
+        stale: stackflow_engine::engine::never_stale(),
+        lease: Some(lease),
+        digest_key: None,
+    })
+}
+
+fn topics(names: &[&str]) -> Value {
+    let mut resources = serde_json::Map::new();
+    for n in names {
+        resources.insert(
+            (*n).to_string(),
+            json!({ "Type": "AWS::SNS::Topic", "Properties": { "TopicName": n } }),
+        );
+    }
+    json!({ "Resources": resources })
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_broken_recorded_and_taken() {
+    let rig = Rig::new();
+    let stream = rig.stream("app");
+    let gone = Holder {
+        deploy_id: "d-gone".into(),
+        who: "someone@elsewhere pid 7".into(),
+        since: "2026-01-01T00:00:00.000Z".into(),
+        operation: "deploy".into(),
+        expires: Some("2026-01-01T00:02:00.000Z".into()),
+    };
+    rig.store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "d-gone/locked",
+                Event::LockTaken {
+                    holder: gone.clone(),
+                },
+            ),
+            &Precondition::TakeLock(gone),
+        )
+        .await
+        .unwrap();
+    let engine = leased(&rig, Duration::from_secs(60));
+    let report = deploy_stack(engine, input("app", topics(&["a"])), options())
+        .await
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded);
+    let broken = rig
+        .events("app")
+        .await
+        .into_iter()
+        .find_map(|e| match e.event {
+            Event::LockBroken { by, previous } => Some((by, previous.deploy_id)),
+            _ => None,
+        })
+        .expect("the takeover is recorded");
+    assert!(broken.0.contains("lease ended"), "{broken:?}");
+    assert_eq!(broken.1, "d-gone");
+}
+
+#[tokio::test]
+async fn a_live_lease_is_renewed_and_never_taken_over() {
+    let rig = Rig::new();
+    let lease = Duration::from_millis(300);
+    let gate = rig.cloud.block_once(Op::Create, "a");
+    let slow = tokio::spawn(deploy_stack(
+        leased(&rig, lease),
+        input("app", topics(&["a"])),
+        options(),
+    ));
+    gate.entered().await;
+    // Three leases later, the lock is still held: its holder renewed it.
+    tokio::time::sleep(lease * 3).await;
+    let other = deploy_stack(leased(&rig, lease), input("app", topics(&["a"])), options()).await;
+    assert!(
+        matches!(&other, Err(e) if e.to_string().contains("lease-test")),
+        "{other:?}"
+    );
+    gate.release();
+    let report = slow.await.unwrap().unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded);
+}
+
+#[tokio::test]
+async fn a_run_that_lost_its_lock_stops_and_writes_nothing_more() {
+    let rig = Rig::new();
+    let lease = Duration::from_millis(150);
+    let gate = rig.cloud.block_once(Op::Create, "a");
+    let run = tokio::spawn(deploy_stack(
+        leased(&rig, lease),
+        input("app", topics(&["a", "b"])),
+        options(),
+    ));
+    gate.entered().await;
+    rig.store
+        .break_lock(&rig.stream("app"), "an operator (stackflow unlock)")
+        .await
+        .unwrap();
+    tokio::time::sleep(lease).await;
+    gate.release();
+    let e = run.await.unwrap().expect_err("the run lost its lock");
+    assert!(e.to_string().contains("lost the stack's lock"), "{e}");
+    let log = rig.events("app").await;
+    let broken_at = log
+        .iter()
+        .position(|e| matches!(e.event, Event::LockBroken { .. }))
+        .expect("the break is recorded");
+    assert_eq!(
+        broken_at,
+        log.len() - 1,
+        "nothing was written after the break"
+    );
 }

@@ -65,6 +65,11 @@ pub struct Holder {
     pub since: String,
     /// What holds it: `deploy`, `destroy`, `rollback`, `import`.
     pub operation: String,
+    /// Until when the lock is leased (RFC 3339): its holder renews the lease while it
+    /// runs, and once it has passed, another run may break the lock and take it. `None`:
+    /// held until released or broken explicitly (a Step Functions execution's lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
 /// Why a resource has no drift baseline.

@@ -148,7 +148,7 @@ impl Streams {
                 Some(current) if current.deploy_id == *deploy_id => Ok(()),
                 holder => Err(StoreError::NotHolder {
                     deploy_id: deploy_id.clone(),
-                    holder: holder.cloned(),
+                    holder: holder.cloned().map(Box::new),
                 }),
             },
             Precondition::ReleaseLock(deploy_id) => match current {
@@ -159,7 +159,7 @@ impl Streams {
                 }
                 Some(current) => Err(StoreError::NotHolder {
                     deploy_id: deploy_id.clone(),
-                    holder: Some(current.clone()),
+                    holder: Some(Box::new(current.clone())),
                 }),
             },
         }
@@ -374,6 +374,20 @@ impl EventStore for MemoryStore {
     ) -> StoreResult<Rewritten> {
         self.lock().rewrite(stream, rewrite, pre)
     }
+
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        let mut streams = self.lock();
+        match streams.locks.get_mut(stream) {
+            Some(holder) if holder.deploy_id == deploy_id => {
+                holder.expires = Some(until.to_string());
+                Ok(())
+            }
+            other => Err(StoreError::NotHolder {
+                deploy_id: deploy_id.to_string(),
+                holder: other.cloned().map(Box::new),
+            }),
+        }
+    }
 }
 
 /// The start of the message of every error [`FaultyStore`] makes up.
@@ -574,6 +588,11 @@ impl<S: EventStore> EventStore for FaultyStore<S> {
 
     async fn streams(&self) -> StoreResult<Vec<StreamId>> {
         self.inner.streams().await
+    }
+
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        self.check_alive("renew_lock")?;
+        self.inner.renew_lock(stream, deploy_id, until).await
     }
 
     async fn rewrite(

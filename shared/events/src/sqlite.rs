@@ -406,7 +406,7 @@ fn apply_precondition(
             Some(current) if current.deploy_id == *deploy_id => Ok(()),
             holder => Err(StoreError::NotHolder {
                 deploy_id: deploy_id.clone(),
-                holder,
+                holder: holder.map(Box::new),
             }),
         },
         Precondition::ReleaseLock(deploy_id) => match read_holder(tx, shown, stream)? {
@@ -417,7 +417,7 @@ fn apply_precondition(
             }
             Some(current) => Err(StoreError::NotHolder {
                 deploy_id: deploy_id.clone(),
-                holder: Some(current),
+                holder: Some(Box::new(current)),
             }),
         },
     }
@@ -576,6 +576,31 @@ impl EventStore for SqliteStore {
             }
             commit(tx, &shown)?;
             Ok(Some(previous))
+        })
+        .await
+    }
+
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        let key = stream.key();
+        let (deploy_id, until) = (deploy_id.to_string(), until.to_string());
+        self.run(move |inner| {
+            let shown = inner.shown();
+            let mut conn = inner.writer();
+            let tx = begin(&mut conn, &shown)?;
+            let mut holder = match read_holder(&tx, &shown, &key)? {
+                Some(h) if h.deploy_id == deploy_id => h,
+                other => {
+                    return Err(StoreError::NotHolder {
+                        deploy_id,
+                        holder: other.map(Box::new),
+                    });
+                }
+            };
+            holder.expires = Some(until);
+            tx.prepare_cached("UPDATE locks SET holder = ?2 WHERE stream = ?1")
+                .and_then(|mut stmt| stmt.execute(rusqlite::params![key, holder_to_json(&holder)]))
+                .map_err(backend(&shown, "renew the lock"))?;
+            commit(tx, &shown)
         })
         .await
     }

@@ -103,7 +103,7 @@ pub enum StoreError {
         /// The deploy.
         deploy_id: String,
         /// Who holds it instead, if anyone.
-        holder: Option<Holder>,
+        holder: Option<Box<Holder>>,
     },
     /// A stored event could not be read.
     #[error("stream {stream}: event {seq}: {source}")]
@@ -235,6 +235,21 @@ pub trait EventStore: Send + Sync {
             "stream {stream}: this event store cannot rewrite stored events (the embedded \
              SQLite store and the DynamoDB store can)"
         );
+        async move { Err(StoreError::Unsupported(message)) }
+    }
+
+    /// Extends the lease of the lock that run `deploy_id` holds until `until` (RFC 3339).
+    /// [`StoreError::NotHolder`] when it does not hold it any more (broken, maybe taken by
+    /// another run): the caller must stop writing. A store that keeps no leases (the
+    /// default) says so with [`StoreError::Unsupported`]; its locks never expire.
+    fn renew_lock(
+        &self,
+        stream: &StreamId,
+        deploy_id: &str,
+        until: &str,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        let _ = (deploy_id, until);
+        let message = format!("stream {stream}: this event store keeps no lock leases");
         async move { Err(StoreError::Unsupported(message)) }
     }
 }

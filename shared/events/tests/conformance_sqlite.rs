@@ -128,6 +128,7 @@ fn holder(deploy_id: &str) -> Holder {
         who: format!("{deploy_id}@host"),
         since: "2024-05-01T12:00:00Z".to_string(),
         operation: "deploy".to_string(),
+        expires: None,
     }
 }
 

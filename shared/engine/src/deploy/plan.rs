@@ -10,7 +10,7 @@ use stackflow_events::event::{Event, Operation};
 use stackflow_events::projection::{DeployStatus, StackState};
 
 use super::Deployment;
-use crate::engine::{DeployOptions, Engine, EngineError, holder};
+use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::gather::plan_of;
 use crate::keys::{RunEvent, new_id, new_stack_id, run_key};
 use crate::preflight;
@@ -140,7 +140,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             no_rollback: options.no_rollback,
             stack_id: input.pseudo.stack_id.clone(),
         };
-        let holder = holder(&deploy_id, &engine.who, "deploy");
+        let holder = engine.holder(&deploy_id, "deploy");
         engine
             .take_lock(
                 &recorder,

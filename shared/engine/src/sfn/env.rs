@@ -111,6 +111,7 @@ impl Settings {
             // breaks such a lock.
             stale: crate::engine::never_stale(),
             digest_key: None,
+            lease: None,
         };
         Ok(Tasks {
             engine: Arc::new(engine),

@@ -742,6 +742,10 @@ impl EventStore for FaultStore {
         self.inner.break_lock(stream, by).await
     }
 
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        self.inner.renew_lock(stream, deploy_id, until).await
+    }
+
     async fn put_snapshot(&self, stream: &StreamId, seq: u64, body: &Value) -> StoreResult<()> {
         self.inner.put_snapshot(stream, seq, body).await
     }
@@ -872,6 +876,7 @@ pub fn build_engine(
         progress,
         stale: Arc::new(move |_| holders_gone.load(Ordering::SeqCst)),
         digest_key: Some(stackflow_core::secrets::DigestKey::new([9; 32])),
+        lease: None,
     })
 }
 

@@ -74,7 +74,11 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
     {
         Err(StoreError::NotHolder { deploy_id, holder }) => {
             assert_eq!(deploy_id, "d2", "NotHolder must name the deploy");
-            assert_eq!(holder, Some(h1.clone()), "NotHolder must name the holder");
+            assert_eq!(
+                holder.map(|h| *h),
+                Some(h1.clone()),
+                "NotHolder must name the holder"
+            );
         }
         other => panic!("HoldsLock by another deploy must be NotHolder, got {other:?}"),
     }
@@ -171,7 +175,11 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
     {
         Err(StoreError::NotHolder { deploy_id, holder }) => {
             assert_eq!(deploy_id, "d1", "NotHolder must name the deploy");
-            assert_eq!(holder, Some(h2.clone()), "NotHolder must name the holder");
+            assert_eq!(
+                holder.map(|h| *h),
+                Some(h2.clone()),
+                "NotHolder must name the holder"
+            );
         }
         other => panic!("ReleaseLock of another deploy's lock must be NotHolder, got {other:?}"),
     }
@@ -336,5 +344,66 @@ pub async fn broken_lock<S: EventStore>(store: &S, prefix: &str) {
         ),
         None,
         "break_lock of an unknown stream must return None"
+    );
+}
+
+/// A lease is renewed by its holder only: the holder's renewal is what
+/// [`EventStore::lock_holder`] then reads; a run that does not hold the lock (any more)
+/// is told so and changes nothing; after the lock is broken, the old holder's renewal and
+/// its next append are both refused (fencing).
+pub async fn lease_is_renewed_by_its_holder_only<S: EventStore>(store: &S, prefix: &str) {
+    let stream = stream(prefix, "lease");
+    let mut h1 = holder("d1");
+    h1.expires = Some("2024-05-01T12:02:00.000Z".to_string());
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/start", deploy_started("d1")),
+                &Precondition::TakeLock(h1.clone()),
+            )
+            .await,
+        "TakeLock with a lease",
+    );
+    ok(
+        store
+            .renew_lock(&stream, "d1", "2024-05-01T12:05:00.000Z")
+            .await,
+        "the holder renews its lease",
+    );
+    let held = ok(store.lock_holder(&stream).await, "lock_holder").expect("held");
+    assert_eq!(held.expires.as_deref(), Some("2024-05-01T12:05:00.000Z"));
+    assert_eq!(held.deploy_id, "d1");
+    match store
+        .renew_lock(&stream, "d2", "2099-01-01T00:00:00.000Z")
+        .await
+    {
+        Err(StoreError::NotHolder { holder, .. }) => {
+            assert_eq!(holder.map(|h| h.deploy_id), Some("d1".to_string()))
+        }
+        other => panic!("a renewal by a run that does not hold the lock: {other:?}"),
+    }
+    let after = ok(store.lock_holder(&stream).await, "lock_holder").expect("held");
+    assert_eq!(
+        after.expires, held.expires,
+        "a refused renewal changes nothing"
+    );
+
+    ok(store.break_lock(&stream, "conformance").await, "break_lock");
+    assert!(matches!(
+        store
+            .renew_lock(&stream, "d1", "2099-01-01T00:00:00.000Z")
+            .await,
+        Err(StoreError::NotHolder { holder: None, .. })
+    ));
+    let late = NewEvent::new("d1/R/create/done", resource_created("d1", "R", "p"));
+    assert!(
+        matches!(
+            store
+                .append(&stream, &late, &Precondition::HoldsLock("d1".into()))
+                .await,
+            Err(StoreError::NotHolder { .. })
+        ),
+        "the old holder's next append is refused"
     );
 }

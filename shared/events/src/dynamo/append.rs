@@ -418,7 +418,7 @@ fn refusal(lock: LockOp<'_>, holder: Option<Holder>, table: &str, pk: &str) -> S
         (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
             StoreError::NotHolder {
                 deploy_id: id.to_string(),
-                holder,
+                holder: holder.map(Box::new),
             }
         }
         (_, holder) => StoreError::Backend(format!(

@@ -109,6 +109,54 @@ pub(super) fn lock_item(
 }
 
 impl DynamoStore {
+    /// Extends the lease of the lock `deploy_id` holds (see
+    /// [`EventStore::renew_lock`](crate::store::EventStore::renew_lock)): the holder is
+    /// rewritten only while the same run holds it.
+    pub(super) async fn renew_held_lock(
+        &self,
+        stream: &StreamId,
+        deploy_id: &str,
+        until: &str,
+    ) -> StoreResult<()> {
+        let pk = stream.key();
+        let not_holder = |holder: Option<Holder>| StoreError::NotHolder {
+            deploy_id: deploy_id.to_string(),
+            holder: holder.map(Box::new),
+        };
+        let Some(mut holder) = self.lock_holder(stream).await? else {
+            return Err(not_holder(None));
+        };
+        if holder.deploy_id != deploy_id {
+            return Err(not_holder(Some(holder)));
+        }
+        holder.expires = Some(until.to_string());
+        let json = serde_json::to_string(&holder).expect("holders serialize");
+        let answer = self
+            .retrying(|| {
+                self.db
+                    .update_item()
+                    .table_name(&self.table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(LOCK_SK))
+                    .update_expression("SET holder = :h")
+                    .condition_expression("deploy_id = :d")
+                    .expression_attribute_values(":h", s(&json))
+                    .expression_attribute_values(":d", s(deploy_id))
+                    .send()
+            })
+            .await;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Err(not_holder(self.lock_holder(stream).await?))
+            }
+            Err(e) => Err(self.backend("UpdateItem (lock lease)", &e)),
+        }
+    }
+
     /// Breaks the stream's lock, recording a `LockBroken` event (see
     /// [`EventStore::break_lock`](crate::store::EventStore::break_lock)).
     pub(super) async fn break_held_lock(
@@ -190,6 +238,7 @@ mod tests {
             who: "me".to_string(),
             since: "2024-01-01T00:00:00Z".to_string(),
             operation: "deploy".to_string(),
+            expires: None,
         };
         let mine = holder("d1");
         let theirs = holder("d2");

@@ -450,6 +450,10 @@ impl EventStore for DynamoStore {
         self.break_held_lock(stream, by).await
     }
 
+    async fn renew_lock(&self, stream: &StreamId, deploy_id: &str, until: &str) -> StoreResult<()> {
+        self.renew_held_lock(stream, deploy_id, until).await
+    }
+
     async fn put_snapshot(&self, stream: &StreamId, seq: u64, body: &Value) -> StoreResult<()> {
         self.write_snapshot(stream, seq, body).await
     }

@@ -184,6 +184,7 @@ impl StackState {
             who: who.to_string(),
             since: at.to_string(),
             operation: "deploy".into(),
+            expires: None,
         });
     }
 

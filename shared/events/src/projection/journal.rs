@@ -90,6 +90,7 @@ impl StackState {
             who: String::new(),
             since: at.to_string(),
             operation: "rollback".into(),
+            expires: None,
         });
     }
 

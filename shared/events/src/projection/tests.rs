@@ -356,6 +356,7 @@ fn samples() -> Vec<Event> {
         who: "dev@laptop".into(),
         since: "2026-11-29T12:00:00.000Z".into(),
         operation: "deploy".into(),
+        expires: None,
     };
     let err = ErrorInfo {
         name: "InvalidRequest".into(),
