@@ -115,7 +115,17 @@ pub async fn unlock(global: &GlobalArgs, stack: &str) -> anyhow::Result<ExitCode
                 "Broke the lock of stack {stack}: it was held by {} ({} {}, since {}).",
                 h.who, h.operation, h.deploy_id, h.since
             );
-            println!("If that run still exists, stop it: it no longer owns the stack.");
+            if h.expires.is_some() {
+                println!(
+                    "If that run still exists, it stops at its next lease renewal (within a \
+                     minute): nothing it writes after this is accepted."
+                );
+            } else {
+                println!(
+                    "If that run still exists (a Step Functions execution), stop it: nothing \
+                     it writes after this is accepted, and it does not notice by itself."
+                );
+            }
         }
         None => println!("Stack {stack} is not locked; nothing to do."),
     }
