@@ -3,7 +3,9 @@
 //!
 //! - create: `CreateResource` with the desired state (the properties without the type's
 //!   read-only ones) and `ClientToken` derived from the request's token
-//!   ([`client_token`]);
+//!   ([`client_token`]); a resource that exists already (the handler's `AlreadyExists`)
+//!   is never taken over: [`ProviderError::AlreadyExists`] saying so
+//!   ([`ProviderError::name_taken`]);
 //! - update: `UpdateResource` with an RFC 6902 patch from the previous properties to the
 //!   new ones ([`update_patch`]): read-only properties never sent, write-only ones re-sent;
 //!   an unchanged resource makes no update call;
@@ -295,6 +297,13 @@ fn handler_failure(what: &str, event: &ProgressEvent) -> Option<ProviderError> {
     let code = event.error_code().map(|c| c.as_str().to_string());
     let message = event.status_message().unwrap_or_default();
     let error = match code.as_deref() {
+        // Some handlers answer a taken name this way, with the `AlreadyExists` sentence
+        // ("Resource of type 'T' with identifier 'I' already exists."); so does fakecloud.
+        Some("GeneralServiceException")
+            if message.to_ascii_lowercase().contains("already exists") =>
+        {
+            ProviderError::AlreadyExists(format!("GeneralServiceException: {message}"))
+        }
         // Cloud Control's "the downstream service said no": not something a retry cures.
         Some("GeneralServiceException") | Some("NotStabilized") => ProviderError::Other(format!(
             "{}: {message}",
@@ -403,6 +412,16 @@ pub fn attributes_from_model(
     attributes
 }
 
+/// The error of a create whose resource exists already: named by the template's identifier
+/// when it gives one.
+fn name_taken(request: &ResourceRequest) -> ProviderError {
+    let what = match import_identifier(request) {
+        Some(id) => format!("{} {id}", request.resource_type),
+        None => format!("{} ({})", request.logical_id, request.resource_type),
+    };
+    ProviderError::name_taken(&what, "resource")
+}
+
 /// The identifier `import` looks up: the explicit physical id, else the template's value of
 /// the type's primary identifier when that is a single property.
 fn import_identifier(request: &ResourceRequest) -> Option<String> {
@@ -430,7 +449,10 @@ impl Provider for CloudControlProvider {
             let desired = Value::Object(desired_state(&request.resource_type, &request.properties))
                 .to_string();
             let create = self.client.create_resource().desired_state(desired);
-            let event = self.run(request, create).await?;
+            let event = match self.run(request, create).await {
+                Err(ProviderError::AlreadyExists(_)) => return Err(name_taken(request)),
+                ran => ran?,
+            };
             let physical_id = event
                 .identifier()
                 .ok_or_else(|| {
@@ -593,6 +615,49 @@ mod tests {
         assert_eq!(got.get("Endpoint.Address"), Some(&json!("h")));
         // What the template sent (here a resolved secret) is never an attribute.
         assert_eq!(got.len(), 2, "{got:?}");
+    }
+
+    #[test]
+    fn a_taken_name_is_already_exists_with_the_identifier() {
+        let failed = |code: &str, message: &str| {
+            ProgressEvent::builder()
+                .operation_status(OperationStatus::Failed)
+                .error_code(code.into())
+                .status_message(message)
+                .build()
+        };
+        let sentence = "Resource of type 'AWS::S3::Bucket' with identifier 'b' already exists.";
+        for event in [
+            failed("AlreadyExists", sentence),
+            failed("GeneralServiceException", sentence),
+        ] {
+            let error = handler_failure("CreateResource", &event);
+            assert!(
+                matches!(error, Some(ProviderError::AlreadyExists(_))),
+                "{error:?}"
+            );
+        }
+        let other = handler_failure(
+            "CreateResource",
+            &failed("GeneralServiceException", "Access denied"),
+        );
+        assert!(matches!(other, Some(ProviderError::Other(_))), "{other:?}");
+
+        let mut request =
+            ResourceRequest::new("s", "B", "AWS::S3::Bucket", map(json!({"BucketName": "b"})));
+        let taken = name_taken(&request);
+        assert!(
+            taken
+                .message()
+                .starts_with("AWS::S3::Bucket b: a resource with this name already exists"),
+            "{taken:?}"
+        );
+        request.properties.clear();
+        assert!(
+            name_taken(&request)
+                .message()
+                .starts_with("B (AWS::S3::Bucket): a resource"),
+        );
     }
 
     #[test]

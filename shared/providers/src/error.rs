@@ -180,6 +180,18 @@ impl ProviderError {
         )
     }
 
+    /// The error of a create that finds its name taken by a resource this stack did not
+    /// make: `what` names it (`AWS::SNS::Topic orders`), `noun` says what it is (`topic`).
+    /// A create never takes over such a resource (it would then update it, and delete it on
+    /// a rollback or a destroy).
+    pub fn name_taken(what: &str, noun: &str) -> ProviderError {
+        ProviderError::AlreadyExists(format!(
+            "{what}: a {noun} with this name already exists, and this stack did not create \
+             it; stackflow never takes over what it did not make: give the resource another \
+             name, or remove the existing one"
+        ))
+    }
+
     /// The same class with `context: ` in front of the message.
     pub fn context(self, context: impl std::fmt::Display) -> Self {
         let wrap = |m: String| format!("{context}: {m}");
@@ -347,6 +359,18 @@ mod tests {
         );
         assert!(matches!(e, ProviderError::IamPropagation(_)), "{e:?}");
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn a_taken_name_says_what_to_do() {
+        let e = ProviderError::name_taken("AWS::SNS::Topic orders", "topic");
+        assert_eq!(e.name(), "Stackflow.AlreadyExists");
+        assert_eq!(
+            e.message(),
+            "AWS::SNS::Topic orders: a topic with this name already exists, and this stack did \
+             not create it; stackflow never takes over what it did not make: give the resource \
+             another name, or remove the existing one"
+        );
     }
 
     #[test]

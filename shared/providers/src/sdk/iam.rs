@@ -4,8 +4,9 @@
 //! Without a `RoleName` the name is generated ([`crate::names::physical_name`], at most 64
 //! characters of letters, digits and `+=,.@_-`); such a name is ours alone, so a create
 //! that finds it taken (a retry after a lost answer) adopts the role and writes every
-//! property onto it again. A taken name the template gives is
-//! [`ProviderError::AlreadyExists`].
+//! property onto it again. A name the template gives is never taken over: `CreateRole`
+//! refuses a taken one (`EntityAlreadyExists`), which is [`ProviderError::AlreadyExists`]
+//! saying so (`SdkResource::name_taken`).
 //!
 //! Policy documents (`AssumeRolePolicyDocument`, each inline `Policies[].PolicyDocument`)
 //! are JSON objects in the template and JSON text in the API; IAM answers them
@@ -445,6 +446,7 @@ impl SdkResource for IamRoleProvider {
     type Found = Role;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "RoleName";
+    const NOUN: &'static str = "role";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -477,6 +479,7 @@ impl SdkResource for IamRoleProvider {
                     .map_err(in_context)?;
                 existing
             }
+            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(in_context(e)),
         };
         Ok(Created {

@@ -4,8 +4,9 @@
 //! `FunctionName` the name is generated ([`crate::names::physical_name`], at most 64
 //! characters of letters, digits, `-` and `_`); such a name is ours alone, so a create that
 //! finds it taken (a retry after a lost answer) adopts the function and writes its code and
-//! configuration again. A taken name the template gives is
-//! [`ProviderError::AlreadyExists`].
+//! configuration again. A name the template gives is never taken over: `CreateFunction`
+//! refuses a taken one, which is [`ProviderError::AlreadyExists`] saying so
+//! (`SdkResource::name_taken`).
 //!
 //! `Code` is either `ZipFile` (inline source, zipped here as `index.js` for Node.js
 //! runtimes or `index.py` for Python ones, as CloudFormation does; see [`zip_single_file`])
@@ -443,6 +444,7 @@ impl SdkResource for LambdaFunctionProvider {
     type Found = (FunctionConfiguration, HashMap<String, String>);
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "FunctionName";
+    const NOUN: &'static str = "function";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -454,10 +456,7 @@ impl SdkResource for LambdaFunctionProvider {
             .map_err(in_context)?;
         if made.is_none() {
             if !generated {
-                return Err(ProviderError::AlreadyExists(format!(
-                    "{}: function {name} exists already",
-                    context(request, TYPE)
-                )));
+                return Err(Self::name_taken(&name));
             }
             // Our own function from an earlier attempt: write everything again.
             let adopt = async {

@@ -4,8 +4,9 @@
 //! ARN CloudFormation gives (`arn:...:log-group:NAME:*`). Without a `LogGroupName` the
 //! name is generated ([`crate::names::physical_name`], at most 512 characters); such a
 //! name is ours alone, so a create that finds it taken (a retry after a lost answer) adopts
-//! the group and brings its settings to the template's. A taken name the template gives is
-//! [`ProviderError::AlreadyExists`].
+//! the group and brings its settings to the template's. A name the template gives is never
+//! taken over: `CreateLogGroup` refuses a taken one, which is
+//! [`ProviderError::AlreadyExists`] saying so (`SdkResource::name_taken`).
 //!
 //! `LogGroupName` and `LogGroupClass` cannot change in place
 //! ([`ProviderError::NotUpdatable`]); `RetentionInDays`, `KmsKeyId` and `Tags` can.
@@ -199,6 +200,7 @@ impl SdkResource for LogGroupProvider {
     type Found = LogGroup;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "LogGroupName";
+    const NOUN: &'static str = "log group";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -215,6 +217,7 @@ impl SdkResource for LogGroupProvider {
             Err(ProviderError::AlreadyExists(_)) if generated => {
                 self.converge(&name, props).await.map_err(in_context)?;
             }
+            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(in_context(e)),
         }
         let group = self.described(&name).await?;

@@ -6,6 +6,11 @@
 //! topic). `CreateTopic` is idempotent by name when the attributes and tags are the same,
 //! so a retried create (same token, same name, same request) answers the topic it made.
 //!
+//! That idempotency would also hand a create someone else's topic: a name the template
+//! gives is looked up (`SnsTopicProvider::named`) once before `CreateTopic`, and a taken
+//! one is [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see
+//! `refuse_taken`).
+//!
 //! `TopicName` and `FifoTopic` cannot change in place ([`ProviderError::NotUpdatable`]);
 //! the other attributes are set with `SetTopicAttributes`, and a property the template drops
 //! is set back to AWS's default (see [`DEFAULTS`]).
@@ -22,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     SdkResource, Tagging, call, context, find_in_pages, insert_tags, keep_name, missing_as_none,
-    sdk_provider, sdk_tags, tag_map, tagging, value_string,
+    refuse_taken, sdk_provider, sdk_tags, tag_map, tagging, value_string,
 };
 use crate::error::ProviderError;
 use crate::names::{NameRules, given_or_suffixed};
@@ -145,6 +150,27 @@ impl SnsTopicProvider {
         .await
     }
 
+    /// The ARN of the topic named `name` when it exists, in two calls whatever the number
+    /// of topics: the ARN is that of a topic `ListTopics` lists with `name` in place of its
+    /// own (the listed topics are the caller's, in the client's region: their ARNs carry
+    /// this partition, region and account), and `GetTopicAttributes` says whether a topic
+    /// has it. No topic listed: none exists.
+    async fn named(&self, name: &str) -> Result<Option<String>, ProviderError> {
+        let listed = call(&self.retry, "ListTopics", || {
+            self.client.list_topics().send()
+        })
+        .await?;
+        let Some((place, _)) = listed
+            .topics()
+            .iter()
+            .find_map(|t| t.topic_arn()?.rsplit_once(':'))
+        else {
+            return Ok(None);
+        };
+        let arn = format!("{place}:{name}");
+        Ok(self.find(&arn).await?.map(|_| arn))
+    }
+
     async fn set_attribute(&self, arn: &str, name: &str, value: &str) -> Result<(), ProviderError> {
         call(&self.retry, "SetTopicAttributes", || {
             self.client
@@ -164,11 +190,12 @@ impl SdkResource for SnsTopicProvider {
     type Found = HashMap<String, String>;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "TopicName";
+    const NOUN: &'static str = "topic";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
         let suffix = if is_fifo(props) { ".fifo" } else { "" };
-        let (name, _) = given_or_suffixed(request, "TopicName", suffix, NAME_RULES);
+        let (name, generated) = given_or_suffixed(request, "TopicName", suffix, NAME_RULES);
         if is_fifo(props) && !name.ends_with(".fifo") {
             return Err(ProviderError::InvalidRequest(format!(
                 "{}: a FIFO topic's name must end in .fifo, got {name}",
@@ -177,6 +204,7 @@ impl SdkResource for SnsTopicProvider {
         }
         let wanted = topic_attributes(props);
         let tags = sns_tags(tag_map(props).into_iter().collect::<BTreeMap<_, _>>())?;
+        refuse_taken::<Self, _>(&name, generated, self.named(&name)).await?;
         let out = call(&self.retry, "CreateTopic", || {
             self.client
                 .create_topic()

@@ -5,6 +5,11 @@
 //! appended for a FIFO queue). `CreateQueue` is idempotent by name when the attributes are
 //! the same, so a retried create finds the queue it made.
 //!
+//! That idempotency would also hand a create someone else's queue: a name the template
+//! gives is looked up (`GetQueueUrl`) once before `CreateQueue`, and a taken one is
+//! [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see `refuse_taken`), as is
+//! a `CreateQueue` that answers `QueueAlreadyExists` (other attributes).
+//!
 //! `read_current_state` reports `QueueName`, the attributes whose value differs from AWS's
 //! default (see [`DEFAULTS`]) with numbers and booleans as JSON numbers and booleans and the
 //! redrive policies as objects, and `Tags` (a `Key`/`Value` list sorted by key) when there
@@ -17,8 +22,8 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
 use super::common::{
-    SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none, sdk_provider,
-    tag_map, tagging, value_string, vanished,
+    SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none, refuse_taken,
+    sdk_provider, tag_map, tagging, value_string, vanished,
 };
 use crate::error::ProviderError;
 use crate::names::{NameRules, given_or_suffixed};
@@ -203,11 +208,13 @@ impl SdkResource for SqsQueueProvider {
     type Found = HashMap<QueueAttributeName, String>;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "QueueName";
+    const NOUN: &'static str = "queue";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
         let suffix = if is_fifo(props) { ".fifo" } else { "" };
-        let (name, _) = given_or_suffixed(request, "QueueName", suffix, NAME_RULES);
+        let (name, generated) = given_or_suffixed(request, "QueueName", suffix, NAME_RULES);
+        refuse_taken::<Self, _>(&name, generated, self.url_of(&name)).await?;
         let attributes = queue_attributes(props);
         let tags = tag_map(props);
         let out = call(&self.retry, "CreateQueue", || {
@@ -219,7 +226,10 @@ impl SdkResource for SqsQueueProvider {
                 .send()
         })
         .await
-        .map_err(|e| e.context(context(request, TYPE)))?;
+        .map_err(|e| match e {
+            ProviderError::AlreadyExists(_) if !generated => Self::name_taken(&name),
+            e => e.context(context(request, TYPE)),
+        })?;
         let url = out
             .queue_url()
             .ok_or_else(|| ProviderError::Other("CreateQueue answered no QueueUrl".into()))?

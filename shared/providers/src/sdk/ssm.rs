@@ -2,8 +2,9 @@
 //!
 //! The physical id is the parameter's name. Without a `Name` in the template the name is
 //! generated ([`crate::names::physical_name`]); such a name is ours alone, so a create that
-//! finds it taken (a retry after a lost answer) overwrites it. A taken name the template
-//! gives is [`ProviderError::AlreadyExists`].
+//! finds it taken (a retry after a lost answer) overwrites it. A name the template gives
+//! is never taken over: `PutParameter` without `Overwrite` refuses a taken one, which is
+//! [`ProviderError::AlreadyExists`] saying so (`SdkResource::name_taken`).
 //!
 //! `read_current_state` reports `Name`, `Type`, `Value`, `Description` and
 //! `AllowedPattern` when set, `Tier` and `DataType` only when they differ from AWS's
@@ -162,6 +163,7 @@ impl SdkResource for SsmParameterProvider {
     type Found = Parameter;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "Name";
+    const NOUN: &'static str = "parameter";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -173,6 +175,7 @@ impl SdkResource for SsmParameterProvider {
                 self.sync_tags(&name, &BTreeMap::new(), &tag_map(props))
                     .await?;
             }
+            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(e.context(context(request, TYPE))),
         }
         let value = string_of(props, "Value").unwrap_or_default();

@@ -9,6 +9,9 @@
 //!   `read_current_state` (the "read" shell: not found, or the state) are derived;
 //! - [`calls`]: one SDK call, retried and its error classified ([`call`]),
 //!   [`missing_as_none`], [`find_in_pages`];
+//! - a create never takes over a named resource that exists:
+//!   [`SdkResource::name_taken`] is the error, [`refuse_taken`] the check before a create
+//!   call that would answer the existing resource;
 //! - [`props`]: property accessors ([`text`], [`string_of`], [`int_of`], ...) and messages
 //!   ([`invalid`], [`context`], [`vanished`], [`keep_name`]);
 //! - [`tags`]: the template's `Key`/`Value` lists ([`tag_map`], [`tag_pairs`]), what changed
@@ -16,6 +19,8 @@
 //!   [`tagging!`]), and the state's sorted list ([`insert_tags`]).
 //!
 //! [`RetryPolicy`]: crate::retry::RetryPolicy
+
+use std::future::Future;
 
 use crate::error::ProviderError;
 use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported};
@@ -43,6 +48,15 @@ pub(crate) trait SdkResource: Sync {
 
     /// The property that names the resource: what `import` looks up when no id is given.
     const NAME_PROPERTY: &'static str;
+
+    /// What the resource is called in messages (`topic`, `log group`).
+    const NOUN: &'static str;
+
+    /// The error of a create that finds the name the template gives (`name`) taken by a
+    /// resource this stack did not make ([`ProviderError::name_taken`]).
+    fn name_taken(name: &str) -> ProviderError {
+        ProviderError::name_taken(&format!("{} {name}", Self::TYPE), Self::NOUN)
+    }
 
     /// Creates the resource from `request.properties`.
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError>;
@@ -102,6 +116,25 @@ pub(crate) trait SdkResource: Sync {
             None => Ok(CurrentState::NotFound),
         }
     }
+}
+
+/// Refuses the create of a resource of type `R` when the name the template gives (`name`;
+/// `generated` false) is taken: `exists` looks it up. For the services whose create call
+/// answers the existing resource when the name is taken, so that the call cannot tell
+/// (SNS `CreateTopic`, SQS `CreateQueue`, S3 `CreateBucket` in us-east-1). Called once,
+/// before the create call and outside its retries: the create call, retried after an
+/// answer was lost, must still succeed (which it does, being idempotent by name). A
+/// generated name holds the hash of the request's token, so it is this stack's alone: not
+/// looked up.
+pub(crate) async fn refuse_taken<R: SdkResource, T>(
+    name: &str,
+    generated: bool,
+    exists: impl Future<Output = Result<Option<T>, ProviderError>>,
+) -> Result<(), ProviderError> {
+    if !generated && exists.await?.is_some() {
+        return Err(R::name_taken(name));
+    }
+    Ok(())
 }
 
 /// Declares an SDK provider: `pub const TYPE`, the struct (a client and a retry policy) with

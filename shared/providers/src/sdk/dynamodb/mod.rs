@@ -3,9 +3,11 @@
 //! The physical id (what `Ref` returns) is the table name; the attributes are `Arn` and,
 //! when a stream is on, `StreamArn`. Without a `TableName` the name is generated
 //! ([`crate::names::physical_name`], at most 255 characters); such a name is ours alone, so
-//! a create that finds it taken (a retry after a lost answer) adopts the table. A taken
-//! name the template gives is [`ProviderError::AlreadyExists`]. Create and update wait
-//! until the table and its indexes are `ACTIVE`.
+//! a create that finds it taken (a retry after a lost answer) adopts the table. A name the
+//! template gives is never taken over: `CreateTable` refuses a taken one
+//! (`ResourceInUseException`), which is [`ProviderError::AlreadyExists`] saying so
+//! (`SdkResource::name_taken`). Create and update wait until the table and its indexes
+//! are `ACTIVE`.
 //!
 //! # Updates
 //!
@@ -441,6 +443,7 @@ impl SdkResource for DynamoDbTableProvider {
     type Found = TableDescription;
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "TableName";
+    const NOUN: &'static str = "table";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -450,6 +453,7 @@ impl SdkResource for DynamoDbTableProvider {
             Ok(()) => {}
             // Our own generated name: the table an earlier attempt made.
             Err(ProviderError::AlreadyExists(_)) if generated => {}
+            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(in_context(e)),
         }
         self.wait_active(&name).await.map_err(in_context)?;

@@ -6,8 +6,11 @@
 //! ([`crate::names::physical_name`], lowercase, at most 63 characters, see
 //! [`bucket_name_for`]); such a name is ours alone, so a create that finds the bucket
 //! already owned by us (a retry after a lost answer) adopts it and applies the
-//! configuration again. A taken name the template gives is
-//! [`ProviderError::AlreadyExists`].
+//! configuration again. A name the template gives is never taken over: `CreateBucket` in
+//! us-east-1 answers success for a bucket we own already, so the name is looked up
+//! (`HeadBucket`, see `S3BucketProvider::taken`) once before it, and a taken one is
+//! [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see `refuse_taken`), as is a
+//! `CreateBucket` that answers `BucketAlreadyOwnedByYou` or `BucketAlreadyExists`.
 //!
 //! Handled properties: `BucketName`, `VersioningConfiguration`, `Tags`,
 //! `PublicAccessBlockConfiguration`, `BucketEncryption` and `LifecycleConfiguration`
@@ -38,7 +41,8 @@ use aws_sdk_s3::types::{
 use serde_json::{Value, json};
 
 use super::common::{
-    self, SdkResource, call, context, insert_tags, keep_name, sdk_provider, sdk_tags, tag_pairs,
+    self, SdkResource, call, context, insert_tags, keep_name, refuse_taken, sdk_provider, sdk_tags,
+    tag_pairs,
 };
 use crate::error::{HttpResponse, ProviderError};
 use crate::names::{NameRules, physical_name};
@@ -249,6 +253,21 @@ impl S3BucketProvider {
             })
             .await?;
         Ok(got.is_some())
+    }
+
+    /// `HeadBucket` before a create: `Some` when the name is taken (S3 names are global),
+    /// by a bucket of ours here, one of ours in another region (`301`) or one we may not
+    /// see, another account's (`403`).
+    async fn taken(&self, name: &str) -> Result<Option<()>, ProviderError> {
+        retry(&self.retry, "HeadBucket", || async {
+            let answer = self.client.head_bucket().bucket(name).send().await;
+            let refused = answer.as_ref().err().and_then(SdkError::raw_response);
+            if refused.is_some_and(|r| matches!(r.status().as_u16(), 301 | 403)) {
+                return Ok(Some(()));
+            }
+            absent_if("HeadBucket", answer, &["NotFound", "NoSuchBucket"]).map(|a| a.map(drop))
+        })
+        .await
     }
 
     /// Puts the configuration `key` of `props` (`put` with its value) or, when the template
@@ -524,6 +543,7 @@ impl SdkResource for S3BucketProvider {
     type Found = ();
     const TYPE: &'static str = TYPE;
     const NAME_PROPERTY: &'static str = "BucketName";
+    const NOUN: &'static str = "bucket";
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
@@ -549,12 +569,13 @@ impl SdkResource for S3BucketProvider {
         if let Some(v) = props.get("LifecycleConfiguration") {
             lifecycle_of(v).map_err(in_context)?;
         }
-        let made = self.create_bucket(&name).await.map_err(in_context)?;
-        if !made && !generated {
-            return Err(ProviderError::AlreadyExists(format!(
-                "{}: bucket {name} exists already",
-                context(request, TYPE)
-            )));
+        refuse_taken::<Self, _>(&name, generated, self.taken(&name)).await?;
+        // `false`: the bucket was ours already, which a generated name's retry adopts.
+        match self.create_bucket(&name).await {
+            Ok(false) | Err(ProviderError::AlreadyExists(_)) if !generated => {
+                return Err(Self::name_taken(&name));
+            }
+            made => made.map(drop).map_err(in_context)?,
         }
         self.apply(&name, &Properties::new(), props, true)
             .await

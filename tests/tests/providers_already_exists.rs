@@ -1,0 +1,539 @@
+//! A create never takes over a named resource that exists, against the local emulator
+//! (fakecloud 0.51.0), for every SDK provider and for Cloud Control: the resource is made
+//! out of band with the plain SDK client first (someone else's), then `create` with the
+//! same name fails with `AlreadyExists` and a message that says what to do, the resource is
+//! untouched (its value, attributes and tags as its owner left them), and `import` of the
+//! same request finds it (what the engine does when it replays its own interrupted create).
+//!
+//! SNS `CreateTopic`, SQS `CreateQueue` (same attributes) and S3 `CreateBucket`
+//! (us-east-1) answer the existing resource, on AWS and on fakecloud alike: the templates
+//! here are ones those calls would accept, so only the providers' look-up before the call
+//! refuses them. For these three a named create of a free name is also checked to succeed,
+//! and its replay to be refused and then found by `import`.
+//!
+//! Where fakecloud differs from AWS:
+//! - A Cloud Control handler answers a taken name with the error code
+//!   `GeneralServiceException` (and the `AlreadyExists` sentence as its message), where AWS
+//!   answers `AlreadyExists`; the provider takes both.
+//! - Cloud Control's `GetResource` knows only what Cloud Control made, so the Cloud Control
+//!   test makes its out-of-band bucket with the plain Cloud Control client, for `import` to
+//!   find it; a bucket made with the S3 client is refused too, but is not looked up.
+//! - Cloud Control's `AWS::SSM::Parameter` handler overwrites an existing parameter (AWS
+//!   refuses it), so the Cloud Control test uses `AWS::S3::Bucket`.
+
+use aws_sdk_cloudcontrol::types::OperationStatus;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_ssm::types::{ParameterType, ResourceTypeForTagging};
+use serde_json::{Value, json};
+use stackflow_providers::cloudcontrol::CloudControlProvider;
+use stackflow_providers::sdk::dynamodb::DynamoDbTableProvider;
+use stackflow_providers::sdk::iam::IamRoleProvider;
+use stackflow_providers::sdk::lambda::{LambdaFunctionProvider, zip_single_file};
+use stackflow_providers::sdk::logs::LogGroupProvider;
+use stackflow_providers::sdk::s3::S3BucketProvider;
+use stackflow_providers::sdk::sns::SnsTopicProvider;
+use stackflow_providers::sdk::{SqsQueueProvider, SsmParameterProvider};
+use stackflow_providers::{
+    Deleted, Imported, Properties, Provider, ProviderError, ResourceRequest,
+};
+use stackflow_tests::{Emulator, unique_name};
+
+fn props(v: Value) -> Properties {
+    v.as_object().cloned().expect("an object")
+}
+
+fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
+    let mut r = ResourceRequest::new(
+        unique_name("stack"),
+        logical_id,
+        resource_type,
+        props(properties),
+    );
+    r.token = unique_name("token");
+    r
+}
+
+async fn config() -> aws_types::SdkConfig {
+    Emulator::shared().await.sdk_config().await
+}
+
+/// The message of a create refused because the `noun` `what` names exists.
+fn taken(what: &str, noun: &str) -> String {
+    format!(
+        "{what}: a {noun} with this name already exists, and this stack did not create it; \
+         stackflow never takes over what it did not make: give the resource another name, \
+         or remove the existing one"
+    )
+}
+
+/// `create` of `req` fails with `AlreadyExists` and [`taken`]'s message for `what`.
+async fn refused(provider: &dyn Provider, req: &ResourceRequest, what: &str, noun: &str) {
+    match provider.create(req).await {
+        Err(ProviderError::AlreadyExists(m)) => assert_eq!(m, taken(what, noun)),
+        other => panic!("{what}: the create must be refused, got {other:?}"),
+    }
+}
+
+/// [`refused`], then `import` of the same request finds the resource `id`.
+async fn refused_then_found(
+    provider: &dyn Provider,
+    req: &ResourceRequest,
+    what: &str,
+    noun: &str,
+    id: &str,
+) {
+    refused(provider, req, what, noun).await;
+    match provider.import(req).await.expect("import") {
+        Imported::Found { physical_id, .. } => assert_eq!(physical_id, id, "{what}"),
+        other => panic!("{what}: import must find it, got {other:?}"),
+    }
+}
+
+/// A named create of a free name succeeds; its replay (the same request) is refused, and
+/// `import` finds what the first one made; then it is deleted.
+async fn fresh_name_made_then_replay_found(
+    provider: &dyn Provider,
+    mut req: ResourceRequest,
+    what: &str,
+    noun: &str,
+) {
+    let made = provider.create(&req).await.expect("a free name is made");
+    refused_then_found(provider, &req, what, noun, &made.physical_id).await;
+    req.physical_id = Some(made.physical_id);
+    assert_eq!(provider.delete(&req).await.expect("delete"), Deleted::Done);
+}
+
+#[tokio::test]
+async fn ssm_parameter_of_another_owner_is_not_taken_over() {
+    let ssm = aws_sdk_ssm::Client::new(&config().await);
+    let name = format!("/{}", unique_name("theirs"));
+    let tag = aws_sdk_ssm::types::Tag::builder()
+        .key("owner")
+        .value("other")
+        .build()
+        .expect("a tag");
+    ssm.put_parameter()
+        .name(&name)
+        .value("theirs")
+        .r#type(ParameterType::String)
+        .tags(tag)
+        .send()
+        .await
+        .expect("PutParameter");
+    let provider = SsmParameterProvider::new(ssm.clone());
+    let template = json!({"Name": name, "Type": "String", "Value": "ours", "Tags": {"team": "s"}});
+    let req = request("Param", "AWS::SSM::Parameter", template);
+    let what = format!("AWS::SSM::Parameter {name}");
+    refused_then_found(&provider, &req, &what, "parameter", &name).await;
+
+    let got = ssm.get_parameter().name(&name).send().await.expect("Get");
+    let parameter = got.parameter().expect("the parameter");
+    assert_eq!(parameter.value(), Some("theirs"));
+    assert_eq!(parameter.version(), 1);
+    let tags = ssm
+        .list_tags_for_resource()
+        .resource_type(ResourceTypeForTagging::Parameter)
+        .resource_id(&name)
+        .send()
+        .await
+        .expect("ListTagsForResource");
+    let tags: Vec<(&str, &str)> = tags
+        .tag_list()
+        .iter()
+        .map(|t| (t.key(), t.value()))
+        .collect();
+    assert_eq!(tags, [("owner", "other")]);
+}
+
+#[tokio::test]
+async fn sqs_queue_of_another_owner_is_not_taken_over() {
+    let sqs = aws_sdk_sqs::Client::new(&config().await);
+    let name = unique_name("theirs");
+    let made = sqs
+        .create_queue()
+        .queue_name(&name)
+        .attributes(QueueAttributeName::VisibilityTimeout, "45")
+        .tags("owner", "other")
+        .send()
+        .await
+        .expect("CreateQueue");
+    let url = made.queue_url().expect("a URL").to_string();
+    let provider = SqsQueueProvider::new(sqs.clone());
+    // The same attributes: CreateQueue would answer the existing queue.
+    let template = json!({
+        "QueueName": name,
+        "VisibilityTimeout": 45,
+        "Tags": [{"Key": "team", "Value": "stack"}]
+    });
+    let req = request("Queue", "AWS::SQS::Queue", template);
+    let what = format!("AWS::SQS::Queue {name}");
+    refused_then_found(&provider, &req, &what, "queue", &url).await;
+
+    let tags = sqs.list_queue_tags().queue_url(&url).send().await;
+    let tags = tags
+        .expect("ListQueueTags")
+        .tags()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert_eq!(tags.get("owner").map(String::as_str), Some("other"));
+
+    let free = unique_name("ours");
+    let req = request("Queue", "AWS::SQS::Queue", json!({"QueueName": free}));
+    let what = format!("AWS::SQS::Queue {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "queue").await;
+}
+
+#[tokio::test]
+async fn sns_topic_of_another_owner_is_not_taken_over() {
+    let sns = aws_sdk_sns::Client::new(&config().await);
+    let name = unique_name("theirs");
+    let tag = aws_sdk_sns::types::Tag::builder()
+        .key("owner")
+        .value("other")
+        .build()
+        .expect("a tag");
+    let made = sns
+        .create_topic()
+        .name(&name)
+        .attributes("DisplayName", "theirs")
+        .tags(tag)
+        .send()
+        .await
+        .expect("CreateTopic");
+    let arn = made.topic_arn().expect("an ARN").to_string();
+    let provider = SnsTopicProvider::new(sns.clone());
+    let template = json!({
+        "TopicName": name,
+        "DisplayName": "ours",
+        "Tags": [{"Key": "team", "Value": "stack"}]
+    });
+    let req = request("Topic", "AWS::SNS::Topic", template);
+    let what = format!("AWS::SNS::Topic {name}");
+    refused_then_found(&provider, &req, &what, "topic", &arn).await;
+
+    let got = sns.get_topic_attributes().topic_arn(&arn).send().await;
+    let attributes = got.expect("GetTopicAttributes").attributes().cloned();
+    let display = attributes.unwrap_or_default().remove("DisplayName");
+    assert_eq!(display.as_deref(), Some("theirs"));
+    let tags = sns.list_tags_for_resource().resource_arn(&arn).send().await;
+    let tags = tags.expect("ListTagsForResource");
+    let tags: Vec<(&str, &str)> = tags.tags().iter().map(|t| (t.key(), t.value())).collect();
+    assert_eq!(tags, [("owner", "other")]);
+
+    // A free name: the look-up (an ARN like a listed topic's) finds nothing.
+    let free = unique_name("ours");
+    let req = request("Topic", "AWS::SNS::Topic", json!({"TopicName": free}));
+    let what = format!("AWS::SNS::Topic {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "topic").await;
+}
+
+#[tokio::test]
+async fn log_group_of_another_owner_is_not_taken_over() {
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&config().await);
+    let name = unique_name("theirs");
+    logs.create_log_group()
+        .log_group_name(&name)
+        .tags("owner", "other")
+        .send()
+        .await
+        .expect("CreateLogGroup");
+    logs.put_retention_policy()
+        .log_group_name(&name)
+        .retention_in_days(3)
+        .send()
+        .await
+        .expect("PutRetentionPolicy");
+    let provider = LogGroupProvider::new(logs.clone());
+    let template = json!({
+        "LogGroupName": name,
+        "RetentionInDays": 7,
+        "Tags": [{"Key": "team", "Value": "stack"}]
+    });
+    let req = request("Logs", "AWS::Logs::LogGroup", template);
+    let what = format!("AWS::Logs::LogGroup {name}");
+    refused_then_found(&provider, &req, &what, "log group", &name).await;
+
+    let described = logs
+        .describe_log_groups()
+        .log_group_name_prefix(&name)
+        .send()
+        .await
+        .expect("DescribeLogGroups");
+    let group = described.log_groups().first().expect("the group");
+    assert_eq!(group.retention_in_days(), Some(3));
+    let arn = group.log_group_arn().expect("an ARN");
+    let tags = logs.list_tags_for_resource().resource_arn(arn).send().await;
+    let tags = tags.expect("ListTagsForResource").tags().cloned();
+    let tags = tags.unwrap_or_default();
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert_eq!(tags.get("owner").map(String::as_str), Some("other"));
+}
+
+#[tokio::test]
+async fn dynamodb_table_of_another_owner_is_not_taken_over() {
+    let ddb = aws_sdk_dynamodb::Client::new(&config().await);
+    let name = unique_name("theirs");
+    let key = KeySchemaElement::builder()
+        .attribute_name("pk")
+        .key_type(KeyType::Hash)
+        .build()
+        .expect("a key");
+    let definition = AttributeDefinition::builder()
+        .attribute_name("pk")
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .expect("a definition");
+    ddb.create_table()
+        .table_name(&name)
+        .key_schema(key)
+        .attribute_definitions(definition)
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .expect("CreateTable");
+    let item = AttributeValue::S("kept".into());
+    ddb.put_item()
+        .table_name(&name)
+        .item("pk", item.clone())
+        .send()
+        .await
+        .expect("PutItem");
+    let provider = DynamoDbTableProvider::new(ddb.clone());
+    let template = json!({
+        "TableName": name,
+        "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}],
+        "ProvisionedThroughput": {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}
+    });
+    let req = request("Table", "AWS::DynamoDB::Table", template);
+    let what = format!("AWS::DynamoDB::Table {name}");
+    refused_then_found(&provider, &req, &what, "table", &name).await;
+
+    let table = ddb.describe_table().table_name(&name).send().await;
+    let table = table
+        .expect("DescribeTable")
+        .table()
+        .cloned()
+        .expect("a table");
+    let key: Vec<&str> = table
+        .key_schema()
+        .iter()
+        .map(|k| k.attribute_name())
+        .collect();
+    assert_eq!(key, ["pk"]);
+    let billing = table.billing_mode_summary().and_then(|b| b.billing_mode());
+    assert_eq!(billing, Some(&BillingMode::PayPerRequest));
+    let got = ddb
+        .get_item()
+        .table_name(&name)
+        .key("pk", item)
+        .send()
+        .await;
+    assert!(got.expect("GetItem").item().is_some(), "the item is kept");
+}
+
+#[tokio::test]
+async fn s3_bucket_of_another_owner_is_not_taken_over() {
+    let s3 = Emulator::shared().await.s3().await;
+    let name = unique_name("theirs");
+    s3.create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("CreateBucket");
+    let tag = aws_sdk_s3::types::Tag::builder()
+        .key("owner")
+        .value("other")
+        .build()
+        .expect("a tag");
+    let tagging = aws_sdk_s3::types::Tagging::builder()
+        .tag_set(tag)
+        .build()
+        .expect("a tag set");
+    s3.put_bucket_tagging()
+        .bucket(&name)
+        .tagging(tagging)
+        .send()
+        .await
+        .expect("PutBucketTagging");
+    let provider = S3BucketProvider::new(s3.clone());
+    let template = json!({
+        "BucketName": name,
+        "VersioningConfiguration": {"Status": "Enabled"},
+        "Tags": [{"Key": "team", "Value": "stack"}]
+    });
+    let req = request("Bucket", "AWS::S3::Bucket", template);
+    let what = format!("AWS::S3::Bucket {name}");
+    refused_then_found(&provider, &req, &what, "bucket", &name).await;
+    assert_bucket_untouched(&s3, &name).await;
+
+    let free = unique_name("ours");
+    let req = request("Bucket", "AWS::S3::Bucket", json!({"BucketName": free}));
+    let what = format!("AWS::S3::Bucket {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "bucket").await;
+}
+
+/// The bucket `name` has versioning never set and the one tag `owner=other`.
+async fn assert_bucket_untouched(s3: &aws_sdk_s3::Client, name: &str) {
+    let versioning = s3.get_bucket_versioning().bucket(name).send().await;
+    assert_eq!(versioning.expect("GetBucketVersioning").status(), None);
+    let tags = s3.get_bucket_tagging().bucket(name).send().await;
+    let tags = tags.expect("GetBucketTagging");
+    let tags: Vec<(&str, &str)> = tags
+        .tag_set()
+        .iter()
+        .map(|t| (t.key(), t.value()))
+        .collect();
+    assert_eq!(tags, [("owner", "other")]);
+}
+
+fn trust_policy() -> Value {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+            "Action": "sts:AssumeRole"
+        }]
+    })
+}
+
+/// A role made with the plain IAM client, described `theirs`: its ARN.
+async fn their_role(iam: &aws_sdk_iam::Client, name: &str) -> String {
+    let made = iam
+        .create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust_policy().to_string())
+        .description("theirs")
+        .send()
+        .await
+        .expect("CreateRole");
+    made.role().map(|r| r.arn().to_string()).expect("a role")
+}
+
+#[tokio::test]
+async fn iam_role_of_another_owner_is_not_taken_over() {
+    let iam = aws_sdk_iam::Client::new(&config().await);
+    let name = unique_name("theirs");
+    their_role(&iam, &name).await;
+    let provider = IamRoleProvider::new(iam.clone());
+    let template = json!({
+        "RoleName": name,
+        "AssumeRolePolicyDocument": trust_policy(),
+        "Description": "ours",
+        "ManagedPolicyArns": ["arn:aws:iam::aws:policy/ReadOnlyAccess"]
+    });
+    let req = request("Role", "AWS::IAM::Role", template);
+    let what = format!("AWS::IAM::Role {name}");
+    refused_then_found(&provider, &req, &what, "role", &name).await;
+
+    let got = iam
+        .get_role()
+        .role_name(&name)
+        .send()
+        .await
+        .expect("GetRole");
+    let role = got.role().expect("the role");
+    assert_eq!(role.description(), Some("theirs"));
+    let attached = iam.list_attached_role_policies().role_name(&name).send();
+    let attached = attached.await.expect("ListAttachedRolePolicies");
+    assert!(attached.attached_policies().is_empty(), "{attached:?}");
+}
+
+#[tokio::test]
+async fn lambda_function_of_another_owner_is_not_taken_over() {
+    let config = config().await;
+    let iam = aws_sdk_iam::Client::new(&config);
+    let lambda = aws_sdk_lambda::Client::new(&config);
+    let role = their_role(&iam, &unique_name("fnrole")).await;
+    let name = unique_name("theirs");
+    let zip = zip_single_file("index.js", b"exports.handler = async () => 'theirs';");
+    let code = aws_sdk_lambda::types::FunctionCode::builder()
+        .zip_file(aws_sdk_lambda::primitives::Blob::new(zip.expect("a zip")))
+        .build();
+    lambda
+        .create_function()
+        .function_name(&name)
+        .runtime(aws_sdk_lambda::types::Runtime::from("nodejs20.x"))
+        .handler("index.handler")
+        .role(&role)
+        .code(code)
+        .description("theirs")
+        .send()
+        .await
+        .expect("CreateFunction");
+    let provider = LambdaFunctionProvider::new(lambda.clone());
+    let template = json!({
+        "FunctionName": name,
+        "Runtime": "nodejs20.x",
+        "Handler": "index.handler",
+        "Role": role,
+        "Code": {"ZipFile": "exports.handler = async () => 'ours';"},
+        "Description": "ours",
+        "Timeout": 10
+    });
+    let req = request("Handler", "AWS::Lambda::Function", template);
+    let what = format!("AWS::Lambda::Function {name}");
+    refused_then_found(&provider, &req, &what, "function", &name).await;
+
+    let got = lambda.get_function().function_name(&name).send().await;
+    let got = got.expect("GetFunction");
+    let configuration = got.configuration().expect("a configuration");
+    assert_eq!(configuration.description(), Some("theirs"));
+    assert_eq!(configuration.timeout(), Some(3));
+}
+
+/// Cloud Control, `AWS::S3::Bucket`: a bucket made with the plain Cloud Control client (so
+/// that fakecloud's `GetResource` knows it), and one made with the plain S3 client.
+#[tokio::test]
+async fn cloudcontrol_resource_of_another_owner_is_not_taken_over() {
+    let config = config().await;
+    let client = aws_sdk_cloudcontrol::Client::new(&config);
+    let cc = CloudControlProvider::new(client.clone());
+    let name = unique_name("theirs");
+    let theirs = json!({"BucketName": name, "Tags": [{"Key": "owner", "Value": "other"}]});
+    let made = client
+        .create_resource()
+        .type_name("AWS::S3::Bucket")
+        .desired_state(theirs.to_string())
+        .client_token(unique_name("theirs"))
+        .send()
+        .await
+        .expect("CreateResource");
+    let status = made.progress_event().and_then(|e| e.operation_status());
+    assert_eq!(status, Some(&OperationStatus::Success), "{made:?}");
+    let template = |name: &str| {
+        json!({
+            "BucketName": name,
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "Tags": [{"Key": "team", "Value": "stack"}]
+        })
+    };
+    let req = request("Bucket", "AWS::S3::Bucket", template(&name));
+    let what = format!("AWS::S3::Bucket {name}");
+    refused_then_found(&cc, &req, &what, "resource", &name).await;
+    let s3 = Emulator::shared().await.s3().await;
+    assert_bucket_untouched(&s3, &name).await;
+
+    let sdk_made = unique_name("theirs");
+    s3.create_bucket()
+        .bucket(&sdk_made)
+        .send()
+        .await
+        .expect("CreateBucket");
+    let req = request("Bucket", "AWS::S3::Bucket", template(&sdk_made));
+    refused(
+        &cc,
+        &req,
+        &format!("AWS::S3::Bucket {sdk_made}"),
+        "resource",
+    )
+    .await;
+    let versioning = s3.get_bucket_versioning().bucket(&sdk_made).send().await;
+    assert_eq!(versioning.expect("GetBucketVersioning").status(), None);
+}
