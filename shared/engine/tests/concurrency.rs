@@ -232,3 +232,37 @@ async fn a_run_that_lost_its_lock_stops_and_writes_nothing_more() {
         "nothing was written after the break"
     );
 }
+
+#[tokio::test]
+async fn ten_deploys_at_once_one_runs_nine_are_refused_naming_it() {
+    let rig = Rig::new();
+    let v1 = input("app", topics(&["a", "b", "c"]));
+    let gate = rig.cloud.block_once(Op::Create, "a");
+    let runs: Vec<_> = (0..10)
+        .map(|_| tokio::spawn(deploy_stack(rig.engine.clone(), v1.clone(), options())))
+        .collect();
+    // One of them reached AWS; the others are refused while it holds the lock.
+    gate.entered().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gate.release();
+    let mut ran = 0;
+    let mut refused = Vec::new();
+    for run in runs {
+        match run.await.unwrap() {
+            Ok(report) if report.status == StackStatus::Succeeded => ran += 1,
+            Ok(report) => panic!("{report:#?}"),
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
+    assert_eq!(ran, 1, "{refused:#?}");
+    assert_eq!(refused.len(), 9);
+    for message in &refused {
+        assert!(
+            message.contains("lifecycle-test"),
+            "names the holder: {message}"
+        );
+    }
+    for id in ["a", "b", "c"] {
+        assert_eq!(rig.cloud.physical_ids("app", id).len(), 1, "{id} made once");
+    }
+}
