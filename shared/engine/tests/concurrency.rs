@@ -266,3 +266,38 @@ async fn ten_deploys_at_once_one_runs_nine_are_refused_naming_it() {
         assert_eq!(rig.cloud.physical_ids("app", id).len(), 1, "{id} made once");
     }
 }
+
+#[tokio::test]
+async fn a_deploy_that_cannot_go_on_after_taking_the_lock_releases_it() {
+    let rig = Rig::new();
+    let v1 = input("app", topics(&["a", "b"]));
+    // A run dies after announcing its first call: a pending intent and its lock remain.
+    rig.store.fail_after(2);
+    assert!(
+        deploy_stack(rig.engine.clone(), v1.clone(), options())
+            .await
+            .is_err()
+    );
+    rig.store.heal();
+    rig.holders_gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // The next run takes the lock, then its first write after it fails once.
+    rig.store.fail_once_after(1);
+    let e = deploy_stack(rig.engine.clone(), v1.clone(), options())
+        .await
+        .expect_err("the settling write failed");
+    assert!(e.to_string().contains("injected fault"), "{e}");
+    let state = rig.state("app").await;
+    assert!(
+        state.lock.is_none(),
+        "the lock was released: {:?}",
+        state.lock
+    );
+    // And the stack goes on from there.
+    rig.holders_gone
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    deploy_ok(&rig, &v1).await;
+    for id in ["a", "b"] {
+        assert_eq!(rig.cloud.physical_ids("app", id).len(), 1, "{id} made once");
+    }
+}

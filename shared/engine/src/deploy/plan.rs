@@ -168,15 +168,39 @@ impl<S: EventStore + 'static> Deployment<S> {
             sealed: Sealed::default(),
             options,
         };
-        report.recovered = deployment.reconcile().await?;
-        // Planned again from the state read after the lock was taken.
-        deployment.plan = plan_of(
-            &deployment.input,
-            &deployment.recorder,
-            &deployment.answers,
-            deployment.digest_key.as_ref(),
-        )?;
-        deployment.conditions = deployment.plan.conditions.clone();
+        match deployment.settle_and_replan().await {
+            Ok(recovered) => report.recovered = recovered,
+            Err(e) => {
+                // A run that cannot go on after taking the lock says why and lets it go,
+                // so that the stack is not left locked (a Step Functions execution's lock
+                // has no lease to run out). When even that fails, the error says so.
+                let why = e.to_string();
+                if let Err(release) = deployment.fail(None, &why, false).await {
+                    return Err(EngineError::Other(format!(
+                        "{why}; and the stack's lock could not be released ({release}): \
+                         run `stackflow unlock --stack {}`",
+                        deployment.stack()
+                    )));
+                }
+                return Err(e);
+            }
+        }
         Ok((Some(deployment), report))
+    }
+}
+
+impl<S: EventStore + 'static> Deployment<S> {
+    /// After the lock: settles what interrupted runs left, then plans again from the
+    /// state as it is now. The number of interrupted calls settled.
+    async fn settle_and_replan(&mut self) -> Result<usize, EngineError> {
+        let recovered = self.reconcile().await?;
+        self.plan = plan_of(
+            &self.input,
+            &self.recorder,
+            &self.answers,
+            self.digest_key.as_ref(),
+        )?;
+        self.conditions = self.plan.conditions.clone();
+        Ok(recovered)
     }
 }

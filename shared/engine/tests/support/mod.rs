@@ -684,6 +684,8 @@ pub struct FaultStore {
     appends: AtomicU64,
     /// Appends with a count at or past this fail.
     limit: AtomicU64,
+    /// Only the append at `limit` fails (a transient fault), not every one after it.
+    once: AtomicBool,
 }
 
 impl FaultStore {
@@ -693,6 +695,7 @@ impl FaultStore {
             inner: SqliteStore::open_in_memory().expect("an in-memory store"),
             appends: AtomicU64::new(0),
             limit: AtomicU64::new(u64::MAX),
+            once: AtomicBool::new(false),
         }
     }
 
@@ -707,9 +710,17 @@ impl FaultStore {
             .store(self.appends().saturating_add(n), Ordering::SeqCst);
     }
 
+    /// The next `n` appends go through, the one after them fails, and the rest go
+    /// through again (a transient fault).
+    pub fn fail_once_after(&self, n: u64) {
+        self.once.store(true, Ordering::SeqCst);
+        self.fail_after(n);
+    }
+
     /// Appends go through again.
     pub fn heal(&self) {
         self.limit.store(u64::MAX, Ordering::SeqCst);
+        self.once.store(false, Ordering::SeqCst);
     }
 }
 
@@ -722,6 +733,9 @@ impl EventStore for FaultStore {
     ) -> StoreResult<Appended> {
         let n = self.appends.fetch_add(1, Ordering::SeqCst);
         if n >= self.limit.load(Ordering::SeqCst) {
+            if self.once.load(Ordering::SeqCst) {
+                self.heal();
+            }
             return Err(StoreError::Backend(format!(
                 "injected fault: append {n} of {stream} refused ({})",
                 event.key
