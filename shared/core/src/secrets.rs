@@ -18,6 +18,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::dynref::resolve::push_token;
 use crate::intrinsics::{BoundParameters, contains_unknown};
 
 /// The text that stands for a masked value.
@@ -382,18 +383,6 @@ fn strings(v: &Value, out: &mut Vec<String>) {
         Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
         Value::Object(m) => m.values().for_each(|i| strings(i, out)),
         _ => {}
-    }
-}
-
-/// Appends one RFC 6901 reference token (`~` as `~0`, `/` as `~1`) to a pointer.
-fn push_token(pointer: &mut String, token: &str) {
-    pointer.push('/');
-    for c in token.chars() {
-        match c {
-            '~' => pointer.push_str("~0"),
-            '/' => pointer.push_str("~1"),
-            c => pointer.push(c),
-        }
     }
 }
 

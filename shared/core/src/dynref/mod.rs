@@ -22,7 +22,7 @@
 
 mod mask;
 mod parse;
-mod resolve;
+pub(crate) mod resolve;
 #[cfg(test)]
 mod testing;
 

@@ -43,7 +43,7 @@ pub struct Resolution {
 }
 
 /// Appends one RFC 6901 reference token (`~` as `~0`, `/` as `~1`) to a pointer.
-fn push_token(pointer: &mut String, token: &str) {
+pub(crate) fn push_token(pointer: &mut String, token: &str) {
     pointer.push('/');
     for c in token.chars() {
         match c {

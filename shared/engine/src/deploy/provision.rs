@@ -320,13 +320,12 @@ impl<S: EventStore + 'static> Deployment<S> {
         };
         match made {
             Ok(created) => {
-                let attributes = self.record_attributes(
-                    &d.logical_id,
+                let record = self.made(
+                    &call,
+                    created.physical_id,
                     created.attributes,
                     created.sensitive,
-                    &call.needles,
                 );
-                let record = d.record(created.physical_id, attributes, call.routed.kind);
                 step.created(Phase::Done, record, replaces).await?;
                 Ok(Ok(if op == Operation::Replace {
                     Done::Replaced
@@ -338,6 +337,20 @@ impl<S: EventStore + 'static> Deployment<S> {
                 .failed(Phase::Failed, call.masker.error(&e))
                 .await?)),
         }
+    }
+
+    /// What `call` made, as recorded: its attributes masked as the call's secrets say.
+    fn made(
+        &self,
+        call: &Call<'_>,
+        physical_id: String,
+        attributes: IndexMap<String, Value>,
+        all_secret: bool,
+    ) -> ResourceRecord {
+        let d = call.desired;
+        let attributes =
+            self.record_attributes(&d.logical_id, attributes, all_secret, &call.needles);
+        d.record(physical_id, attributes, call.routed.kind)
     }
 
     /// An update in place; a replacement when the provider says it cannot be made in
@@ -357,13 +370,12 @@ impl<S: EventStore + 'static> Deployment<S> {
         call.request.previous_properties = previous.clone();
         match call.routed.provider.update(&call.request).await {
             Ok(updated) if !updated.replaced => {
-                let attributes = self.record_attributes(
-                    &d.logical_id,
+                let record = self.made(
+                    &call,
+                    updated.physical_id,
                     updated.attributes,
                     updated.sensitive,
-                    &call.needles,
                 );
-                let record = d.record(updated.physical_id, attributes, call.routed.kind);
                 step.updated(Phase::Done, record, previous.unwrap_or_default())
                     .await?;
                 Ok(Ok(Done::Updated))
@@ -372,13 +384,12 @@ impl<S: EventStore + 'static> Deployment<S> {
                 // The provider made a new resource itself: the old one is a predecessor,
                 // deleted in cleanup.
                 let replace = self.step(&pre, &d.logical_id, &d.resource_type, Operation::Replace);
-                let attributes = self.record_attributes(
-                    &d.logical_id,
+                let record = self.made(
+                    &call,
+                    updated.physical_id,
                     updated.attributes,
                     updated.sensitive,
-                    &call.needles,
                 );
-                let record = d.record(updated.physical_id, attributes, call.routed.kind);
                 replace.created(Phase::Done, record, physical).await?;
                 step.skipped(Phase::Skipped, "the provider replaced the resource")
                     .await?;
