@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::limits::{MAX_MESSAGE_CHARS, abbreviate};
+
 /// What kind of problem a [`TemplateError`] reports. Tests and callers match on it; people
 /// read the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -41,6 +43,10 @@ pub enum ErrorKind {
     Assembly,
     /// Reading a file failed.
     Io,
+    /// The template, or a value computed from it, goes past one of the limits that keep
+    /// bad input from exhausting memory, time or the stack (see [`crate::limits`]): its
+    /// size, how deep it nests, the length of a computed string.
+    Limit,
 }
 
 /// An error in a template, with where it is and what to do about it.
@@ -60,13 +66,15 @@ pub struct TemplateError {
 }
 
 impl TemplateError {
-    /// A new error at `path`.
+    /// A new error at `path`. A path or message longer than
+    /// [`MAX_MESSAGE_CHARS`] (a long value quoted from the template) is shortened in the
+    /// middle.
     pub fn new(kind: ErrorKind, path: impl fmt::Display, message: impl Into<String>) -> Self {
         TemplateError {
             kind,
             file: None,
-            path: path.to_string(),
-            message: message.into(),
+            path: bounded(path.to_string()),
+            message: bounded(message.into()),
             hint: None,
         }
     }
@@ -74,7 +82,7 @@ impl TemplateError {
     /// Adds a hint at the fix.
     #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(bounded(hint.into()));
         self
     }
 
@@ -86,6 +94,14 @@ impl TemplateError {
         }
         self
     }
+}
+
+/// `text`, shortened in the middle when it is longer than [`MAX_MESSAGE_CHARS`].
+fn bounded(text: String) -> String {
+    if text.len() <= MAX_MESSAGE_CHARS {
+        return text;
+    }
+    abbreviate(&text, MAX_MESSAGE_CHARS).into_owned()
 }
 
 impl fmt::Display for TemplateError {
@@ -206,6 +222,17 @@ mod tests {
             .key("Key");
         assert_eq!(p.to_string(), "Resources.Queue.Properties.Tags[0].Key");
         assert_eq!(p.segments_from(3), vec!["Tags", "0", "Key"]);
+    }
+
+    #[test]
+    fn long_messages_and_paths_are_shortened() {
+        let long = "x".repeat(100_000);
+        let e = TemplateError::new(ErrorKind::Structure, Path::root().key(&long), long.clone())
+            .with_hint(long.clone());
+        for s in [&e.path, &e.message, e.hint.as_ref().unwrap()] {
+            assert!(s.chars().count() <= MAX_MESSAGE_CHARS + 3, "{}", s.len());
+            assert!(s.contains(" … "));
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod error;
 pub mod graph;
 pub mod intrinsics;
 pub mod kind;
+pub mod limits;
 pub mod plan;
 pub mod schema;
 pub mod secrets;

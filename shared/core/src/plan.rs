@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 use crate::error::{Path, Result};
 use crate::graph::{Graph, references};
 use crate::intrinsics::{
-    BoundParameters, Environment, Mode, Pseudo, Resolver, StackOutputRef, evaluate_conditions,
+    BoundParameters, Budget, Environment, Mode, Pseudo, Resolver, StackOutputRef,
+    evaluate_conditions,
 };
 use crate::secrets::{DigestKey, Masking, contains_mask};
 use crate::template::{Output, Policy, Template};
@@ -350,6 +351,7 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
         input,
         conditions: &conditions,
         decided: HashMap::new(),
+        budget: Budget::new(),
     };
     let mut resources = Vec::new();
     for id in graph.topological_order() {
@@ -365,12 +367,14 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
     })
 }
 
-/// What planning carries from one step to the next: the input, the evaluated conditions
-/// and the actions decided so far.
+/// What planning carries from one step to the next: the input, the evaluated conditions,
+/// the actions decided so far and what the intrinsic functions computed (one budget for
+/// the whole plan).
 struct Planner<'p, 'a> {
     input: &'p PlanInput<'a>,
     conditions: &'p IndexMap<String, bool>,
     decided: HashMap<String, Action>,
+    budget: Budget,
 }
 
 impl Planner<'_, '_> {
@@ -403,7 +407,8 @@ impl Planner<'_, '_> {
             self.conditions,
             &env,
             Mode::Plan,
-        );
+        )
+        .with_budget(&self.budget);
         f(&resolver)
     }
 

@@ -544,15 +544,59 @@ impl Event {
         serde_json::to_value(self).expect("events serialize")
     }
 
-    /// Reads an event stored as `type_name` at `version`.
+    /// Reads an event stored as `type_name` at `version`. The body's own `type` must be
+    /// `type_name` (an event stored under one type and holding another is malformed, so
+    /// a version check can never be made against the wrong type), and the type must be
+    /// one of [`EVENT_TYPES`].
     pub fn from_body(type_name: &str, version: u32, body: Value) -> Result<Event, DecodeError> {
-        let body = upcast(type_name, version, body)?;
-        serde_json::from_value(body).map_err(|e| DecodeError::Malformed {
-            type_name: type_name.to_string(),
+        let malformed = |message: String| DecodeError::Malformed {
+            type_name: shown(type_name),
             version,
-            message: e.to_string(),
-        })
+            message: shown(&message),
+        };
+        if !EVENT_TYPES.contains(&type_name) {
+            return Err(malformed(
+                "this stackflow knows no event type of this name (a newer one may have written it)"
+                    .to_string(),
+            ));
+        }
+        if version == 0 {
+            return Err(malformed("versions start at 1".to_string()));
+        }
+        match body.get("type") {
+            Some(Value::String(t)) if t == type_name => {}
+            Some(Value::String(t)) => {
+                return Err(malformed(format!("its body is a `{}` event", shown(t))));
+            }
+            Some(_) => return Err(malformed("its `type` is not a string".to_string())),
+            None if body.is_object() => {
+                return Err(malformed("its body has no `type`".to_string()));
+            }
+            None => return Err(malformed("its body is not an object".to_string())),
+        }
+        let body = upcast(type_name, version, body)?;
+        serde_json::from_value(body).map_err(|e| malformed(e.to_string()))
     }
+
+    /// Reads an event stored as `type_name` at `version` from its JSON text (see
+    /// [`Self::from_body`]).
+    pub fn from_text(type_name: &str, version: u32, text: &str) -> Result<Event, DecodeError> {
+        let body: Value = serde_json::from_str(text).map_err(|e| DecodeError::Malformed {
+            type_name: shown(type_name),
+            version,
+            message: shown(&format!("not JSON: {e}")),
+        })?;
+        Event::from_body(type_name, version, body)
+    }
+}
+
+/// The longest type name or message a [`DecodeError`] shows (a malformed body can quote
+/// a long value).
+const MAX_SHOWN: usize = 500;
+
+/// `text` as a [`DecodeError`] shows it: shortened in the middle when it is long.
+fn shown(text: &str) -> String {
+    stackflow_core::limits::abbreviate(text, MAX_SHOWN).into_owned()
 }
 
 /// An event to append, with the key that makes appending it idempotent: the same key

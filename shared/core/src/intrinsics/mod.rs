@@ -6,21 +6,24 @@
 //! *known after deploy* marker ([`unknown`]); in [`Mode::Deploy`] it is an error, so an
 //! unresolved expression never reaches a provider.
 
+mod budget;
 mod conditions;
 mod params;
 mod pseudo;
 mod sub;
+mod text;
 
-use base64::Engine as _;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
+pub use budget::Budget;
 pub use conditions::evaluate_conditions;
 pub use params::{BoundParameters, bind_parameters};
 pub use pseudo::{Pseudo, partition, url_suffix};
 pub use sub::{SubPart, parse_sub};
 
 use crate::error::{ErrorKind, Path, Result, TemplateError};
+use crate::limits::{MAX_DEPTH, abbreviate};
 use crate::template::{Template, type_name};
 
 /// The functions stackflow resolves. Any other `Fn::*` fails before any AWS call.
@@ -135,6 +138,11 @@ pub struct StackOutputRef {
 }
 
 /// Resolves intrinsic functions in one stack's template.
+///
+/// Resolution stays within [`crate::limits`]: it recurses at most
+/// [`MAX_DEPTH`] levels, a computed string is at most
+/// [`crate::limits::MAX_STRING_BYTES`] long, and the functions compute at most
+/// [`crate::limits::MAX_RESOLVED_BYTES`] in all (see [`Budget`]).
 pub struct Resolver<'a> {
     template: &'a Template,
     parameters: &'a BoundParameters,
@@ -142,6 +150,8 @@ pub struct Resolver<'a> {
     conditions: &'a IndexMap<String, bool>,
     env: &'a dyn Environment,
     mode: Mode,
+    own_budget: Budget,
+    shared_budget: Option<&'a Budget>,
 }
 
 impl std::fmt::Debug for Resolver<'_> {
@@ -154,6 +164,22 @@ impl std::fmt::Debug for Resolver<'_> {
 
 fn invalid(path: &Path, message: impl Into<String>) -> TemplateError {
     TemplateError::new(ErrorKind::InvalidFunction, path, message)
+}
+
+/// Every value of `parts`, or the first unknown marker among them. A function resolves
+/// all its arguments before it gives up on an unknown one, so that a mistake in a later
+/// argument is reported by the plan and not first by the deploy.
+fn known<T>(parts: Vec<Result<T, Value>>) -> Result<Vec<T>, Value> {
+    parts.into_iter().collect()
+}
+
+/// The error for a value at `path`, deeper than [`MAX_DEPTH`].
+fn too_deep(path: &Path) -> TemplateError {
+    TemplateError::new(
+        ErrorKind::Limit,
+        path,
+        format!("the template nests values and functions more than {MAX_DEPTH} levels deep"),
+    )
 }
 
 impl<'a> Resolver<'a> {
@@ -174,7 +200,21 @@ impl<'a> Resolver<'a> {
             conditions,
             env,
             mode,
+            own_budget: Budget::new(),
+            shared_budget: None,
         }
+    }
+
+    /// This resolver, counting what its functions compute against `budget` (shared with
+    /// other resolvers, e.g. every resolver of one plan) instead of its own.
+    #[must_use]
+    pub fn with_budget(mut self, budget: &'a Budget) -> Self {
+        self.shared_budget = Some(budget);
+        self
+    }
+
+    fn budget(&self) -> &Budget {
+        self.shared_budget.unwrap_or(&self.own_budget)
     }
 
     /// The mode the resolver runs in.
@@ -185,6 +225,9 @@ impl<'a> Resolver<'a> {
     /// Resolves `value`, found at `path` in the template. `AWS::NoValue` at the top gives
     /// `None`; inside objects and lists it removes the key or the element.
     pub fn resolve(&self, value: &Value, path: &Path) -> Result<Option<Value>> {
+        if path.len() > MAX_DEPTH {
+            return Err(too_deep(path));
+        }
         match value {
             Value::Object(m) if m.len() == 1 => {
                 let (k, arg) = m.iter().next().expect("one entry");
@@ -291,7 +334,17 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The intrinsic function `name` applied to `arg`, its result counted against the
+    /// budget.
     fn function(&self, name: &str, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let result = self.apply(name, arg, path)?;
+        if let Some(v) = &result {
+            self.budget().charge(v, path)?;
+        }
+        Ok(result)
+    }
+
+    fn apply(&self, name: &str, arg: &Value, path: &Path) -> Result<Option<Value>> {
         match name {
             "Ref" => self.reference(arg, path),
             "Fn::GetAtt" => self.get_att(arg, path),
@@ -299,37 +352,15 @@ impl<'a> Resolver<'a> {
             "Fn::Sub" => self.sub(arg, path),
             "Fn::Select" => self.select(arg, path),
             "Fn::Split" => self.split(arg, path),
-            "Fn::Base64" => match self.string(arg, path, "Fn::Base64's argument")? {
-                Ok(s) => Ok(Some(Value::String(
-                    base64::engine::general_purpose::STANDARD.encode(s),
-                ))),
-                Err(u) => Ok(Some(u)),
-            },
+            "Fn::Base64" => self.base64(arg, path),
             "Fn::If" => self.if_(arg, path),
             "Fn::Equals" | "Fn::And" | "Fn::Or" | "Fn::Not" => {
-                let mut single = Map::new();
-                single.insert(name.to_string(), arg.clone());
-                conditions::evaluate_expression(self, &Value::Object(single), path)
-                    .map(|b| Some(Value::Bool(b)))
+                conditions::evaluate_function(self, name, arg, path).map(|b| Some(Value::Bool(b)))
             }
             "Fn::FindInMap" => self.find_in_map(arg, path),
             "Fn::GetAZs" => self.get_azs(arg, path),
             "Fn::Cidr" => self.cidr(arg, path),
-            "Fn::ImportValue" => match self.string(arg, path, "the export name")? {
-                Ok(export) => match self.env.import_value(&export) {
-                    Some(v) => Ok(Some(v)),
-                    None => match self.mode {
-                        Mode::Plan => Ok(Some(unknown(format!("export {export}")))),
-                        Mode::Deploy => Err(TemplateError::new(
-                            ErrorKind::NotAvailable,
-                            path,
-                            format!("no stack exports `{export}`"),
-                        )
-                        .with_hint("deploy the stack that exports it first")),
-                    },
-                },
-                Err(u) => Ok(Some(u)),
-            },
+            "Fn::ImportValue" => self.import_value(arg, path),
             "Fn::GetStackOutput" => self.get_stack_output(arg, path),
             other => Err(TemplateError::new(
                 ErrorKind::UnsupportedFunction,
@@ -418,7 +449,8 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    fn attribute(&self, res: &str, attr: &str, path: &Path) -> Result<Option<Value>> {
+    /// Fails unless `res` is a resource of the template whose condition holds.
+    fn attributed_resource(&self, res: &str, path: &Path) -> Result<()> {
         if !self.active_resource(res, path)? {
             return Err(TemplateError::new(
                 ErrorKind::UnresolvedReference,
@@ -426,6 +458,11 @@ impl<'a> Resolver<'a> {
                 format!("Fn::GetAtt names `{res}`, which is not a resource of this template"),
             ));
         }
+        Ok(())
+    }
+
+    fn attribute(&self, res: &str, attr: &str, path: &Path) -> Result<Option<Value>> {
+        self.attributed_resource(res, path)?;
         match self.env.resource_attribute(res, attr) {
             Some(v) => Ok(Some(v)),
             None => self.not_available(path, format!("{res}.{attr}")),
@@ -462,173 +499,10 @@ impl<'a> Resolver<'a> {
                 ));
             }
         };
-        let attr = match self.string(&attr, &path.index(1), "the attribute name")? {
-            Ok(a) => a,
-            Err(u) => return Ok(Some(u)),
-        };
-        self.attribute(&res, &attr, path)
-    }
-
-    fn list(&self, v: &Value, path: &Path, what: &str) -> Result<Result<Vec<Value>, Value>> {
-        let r = self.value(v, path)?;
-        if as_unknown(&r).is_some() {
-            return Ok(Err(r));
-        }
-        match r {
-            Value::Array(items) => Ok(Ok(items)),
-            other => Err(invalid(
-                path,
-                format!("{what} must be a list, found {}", type_name(&other)),
-            )),
-        }
-    }
-
-    fn join(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
-        let a = self.args(arg, path, "Fn::Join", &[2])?;
-        let delim = match &a[0] {
-            Value::String(s) => s.clone(),
-            other => {
-                return Err(invalid(
-                    &path.index(0),
-                    format!("the delimiter must be a string, found {}", type_name(other)),
-                ));
-            }
-        };
-        let items = match self.list(&a[1], &path.index(1), "Fn::Join's second argument")? {
-            Ok(items) => items,
-            Err(u) => return Ok(Some(u)),
-        };
-        let mut parts = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            if as_unknown(item).is_some() {
-                return Ok(Some(item.clone()));
-            }
-            parts.push(match item {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                other => {
-                    return Err(invalid(
-                        &path.index(1).index(i),
-                        format!("Fn::Join can only join strings, found {}", type_name(other)),
-                    ));
-                }
-            });
-        }
-        Ok(Some(Value::String(parts.join(&delim))))
-    }
-
-    fn sub(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
-        let (text, vars) = match arg {
-            Value::String(s) => (s.as_str(), None),
-            Value::Array(items) if items.len() == 2 => {
-                let text = items[0].as_str().ok_or_else(|| {
-                    invalid(&path.index(0), "Fn::Sub's first argument must be a string")
-                })?;
-                let vars = items[1].as_object().ok_or_else(|| {
-                    invalid(&path.index(1), "Fn::Sub's variable map must be an object")
-                })?;
-                (text, Some(vars))
-            }
-            _ => {
-                return Err(invalid(
-                    path,
-                    "Fn::Sub takes a string or [string, {variables}]",
-                ));
-            }
-        };
-        let parts = parse_sub(text).map_err(|m| invalid(path, m))?;
-        let mut out = String::new();
-        for part in parts {
-            match part {
-                SubPart::Literal(s) => out.push_str(&s),
-                SubPart::Var(name) => {
-                    let v = if let Some(expr) = vars.and_then(|m| m.get(&name)) {
-                        self.value(expr, &path.index(1).key(&name))?
-                    } else if let Some((res, attr)) = name.split_once('.') {
-                        match self.attribute(res, attr, path)? {
-                            Some(v) => v,
-                            None => return Err(invalid(path, "AWS::NoValue in Fn::Sub")),
-                        }
-                    } else {
-                        match self.ref_name(&name, path)? {
-                            Some(v) => v,
-                            None => {
-                                return Err(invalid(
-                                    path,
-                                    "AWS::NoValue cannot be substituted in Fn::Sub",
-                                ));
-                            }
-                        }
-                    };
-                    if as_unknown(&v).is_some() {
-                        return Ok(Some(v));
-                    }
-                    match v {
-                        Value::String(s) => out.push_str(&s),
-                        Value::Number(n) => out.push_str(&n.to_string()),
-                        Value::Bool(b) => out.push_str(&b.to_string()),
-                        other => {
-                            return Err(invalid(
-                                path,
-                                format!(
-                                    "`${{{name}}}` in Fn::Sub must be a string, found {}",
-                                    type_name(&other)
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(Some(Value::String(out)))
-    }
-
-    fn select(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
-        let a = self.args(arg, path, "Fn::Select", &[2])?;
-        let index = match self.string(&a[0], &path.index(0), "the index")? {
-            Ok(s) => s.trim().parse::<usize>().map_err(|_| {
-                invalid(
-                    &path.index(0),
-                    format!("the index must be a whole number, found `{s}`"),
-                )
-            })?,
-            Err(u) => return Ok(Some(u)),
-        };
-        let items = match self.list(&a[1], &path.index(1), "Fn::Select's second argument")? {
-            Ok(items) => items,
-            Err(u) => return Ok(Some(u)),
-        };
-        match items.get(index) {
-            Some(v) => Ok(Some(v.clone())),
-            None => Err(invalid(
-                path,
-                format!(
-                    "index {index} is out of range for a list of {} elements",
-                    items.len()
-                ),
-            )),
-        }
-    }
-
-    fn split(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
-        let a = self.args(arg, path, "Fn::Split", &[2])?;
-        let delim = match &a[0] {
-            Value::String(s) if !s.is_empty() => s.clone(),
-            _ => {
-                return Err(invalid(
-                    &path.index(0),
-                    "the delimiter must be a non-empty string",
-                ));
-            }
-        };
-        match self.string(&a[1], &path.index(1), "the string to split")? {
-            Ok(s) => Ok(Some(Value::Array(
-                s.split(delim.as_str())
-                    .map(|p| Value::String(p.to_string()))
-                    .collect(),
-            ))),
-            Err(u) => Ok(Some(u)),
+        match self.string(&attr, &path.index(1), "the attribute name")? {
+            Ok(attr) => self.attribute(&res, &attr, path),
+            // Not known yet: the resource must exist all the same.
+            Err(u) => self.attributed_resource(&res, path).map(|()| Some(u)),
         }
     }
 
@@ -637,11 +511,22 @@ impl<'a> Resolver<'a> {
             .as_str()
             .ok_or_else(|| invalid(path, "the condition must be named by a string"))?;
         self.conditions.get(name).copied().ok_or_else(|| {
-            TemplateError::new(
-                ErrorKind::UnresolvedReference,
-                path,
-                format!("condition `{name}` is not declared in `Conditions`"),
-            )
+            if self.template.conditions.contains_key(name) {
+                // Only while the conditions themselves are evaluated.
+                invalid(
+                    path,
+                    format!(
+                        "condition `{name}` cannot be used here: Fn::If does not work inside `Conditions`"
+                    ),
+                )
+                .with_hint("combine conditions with Fn::And, Fn::Or and Fn::Not")
+            } else {
+                TemplateError::new(
+                    ErrorKind::UnresolvedReference,
+                    path,
+                    format!("condition `{name}` is not declared in `Conditions`"),
+                )
+            }
         })
     }
 
@@ -658,27 +543,41 @@ impl<'a> Resolver<'a> {
         let a = self.args(arg, path, "Fn::FindInMap", &[3, 4])?;
         let mut keys = Vec::with_capacity(3);
         for (i, k) in a.iter().take(3).enumerate() {
-            match self.string(k, &path.index(i), "a Fn::FindInMap key")? {
-                Ok(s) => keys.push(s),
-                Err(u) => return Ok(Some(u)),
-            }
+            keys.push(self.string(k, &path.index(i), "a Fn::FindInMap key")?);
         }
-        let default = a.get(3).and_then(|d| d.get("DefaultValue"));
-        let found = self
-            .template
-            .mappings
-            .get(&keys[0])
-            .ok_or_else(|| {
+        let mapping = match &keys[0] {
+            Ok(name) => Some(self.template.mappings.get(name).ok_or_else(|| {
                 TemplateError::new(
                     ErrorKind::UnresolvedReference,
                     path.index(0),
-                    format!("no mapping `{}` in `Mappings`", keys[0]),
+                    format!("no mapping `{name}` in `Mappings`"),
                 )
-            })?
-            .get(&keys[1])
+            })?),
+            Err(_) => None,
+        };
+        let keys = match known(keys) {
+            Ok(keys) => keys,
+            Err(u) => return Ok(Some(u)),
+        };
+        let default = a.get(3).and_then(|d| d.get("DefaultValue"));
+        let found = mapping
+            .and_then(|m| m.get(&keys[1]))
             .and_then(|m| m.get(&keys[2]));
         match (found, default) {
-            (Some(v), _) => Ok(Some(v.clone())),
+            (Some(v), _) => {
+                // The value takes the place of the function's object, one level up.
+                if path.len() - 1 + budget::depth(v) > MAX_DEPTH {
+                    return Err(TemplateError::new(
+                        ErrorKind::Limit,
+                        path,
+                        format!(
+                            "the value of mapping `{}` would nest the template more than {MAX_DEPTH} levels deep",
+                            keys[0]
+                        ),
+                    ));
+                }
+                Ok(Some(v.clone()))
+            }
             (None, Some(d)) => self.resolve(d, &path.index(3)),
             (None, None) => Err(invalid(
                 path,
@@ -706,27 +605,53 @@ impl<'a> Resolver<'a> {
 
     fn cidr(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
         let a = self.args(arg, path, "Fn::Cidr", &[3])?;
-        let block = match self.string(&a[0], &path.index(0), "the IP block")? {
-            Ok(s) => s,
+        let mut args = Vec::with_capacity(3);
+        for (i, (v, what)) in a
+            .iter()
+            .zip(["the IP block", "a Fn::Cidr number", "a Fn::Cidr number"])
+            .enumerate()
+        {
+            args.push(self.string(v, &path.index(i), what)?);
+        }
+        let args = match known(args) {
+            Ok(args) => args,
             Err(u) => return Ok(Some(u)),
         };
+        let block = &args[0];
         let mut nums = [0u32; 2];
         for i in 0..2 {
-            nums[i] = match self.string(&a[i + 1], &path.index(i + 1), "a Fn::Cidr number")? {
-                Ok(s) => s.trim().parse::<u32>().map_err(|_| {
-                    invalid(
-                        &path.index(i + 1),
-                        format!("expected a whole number, found `{s}`"),
-                    )
-                })?,
-                Err(u) => return Ok(Some(u)),
-            };
+            let s = &args[i + 1];
+            nums[i] = s.trim().parse::<u32>().map_err(|_| {
+                invalid(
+                    &path.index(i + 1),
+                    format!("expected a whole number, found `{}`", abbreviate(s, 80)),
+                )
+            })?;
         }
-        let subnets = crate::cidr::cidr(&block, nums[0], nums[1])
-            .map_err(|e| invalid(path, e.to_string()))?;
+        let subnets =
+            crate::cidr::cidr(block, nums[0], nums[1]).map_err(|e| invalid(path, e.to_string()))?;
         Ok(Some(Value::Array(
             subnets.into_iter().map(Value::String).collect(),
         )))
+    }
+
+    fn import_value(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
+        let export = match self.string(arg, path, "the export name")? {
+            Ok(export) => export,
+            Err(u) => return Ok(Some(u)),
+        };
+        match self.env.import_value(&export) {
+            Some(v) => Ok(Some(v)),
+            None => match self.mode {
+                Mode::Plan => Ok(Some(unknown(format!("export {export}")))),
+                Mode::Deploy => Err(TemplateError::new(
+                    ErrorKind::NotAvailable,
+                    path,
+                    format!("no stack exports `{export}`"),
+                )
+                .with_hint("deploy the stack that exports it first")),
+            },
+        }
     }
 
     fn get_stack_output(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {
@@ -748,27 +673,22 @@ impl<'a> Resolver<'a> {
                 Some(v) => Ok(self.string(v, &path.key(k), k)?.map(Some)),
             }
         };
-        let stack_name = match field("StackName", true)? {
-            Ok(v) => v.unwrap_or_default(),
+        let fields = vec![
+            field("StackName", true)?,
+            field("OutputName", true)?,
+            field("Region", false)?,
+            field("RoleArn", false)?,
+        ];
+        let mut fields = match known(fields) {
+            Ok(f) => f.into_iter(),
             Err(u) => return Ok(Some(u)),
         };
-        let output_name = match field("OutputName", true)? {
-            Ok(v) => v.unwrap_or_default(),
-            Err(u) => return Ok(Some(u)),
-        };
-        let region = match field("Region", false)? {
-            Ok(v) => v,
-            Err(u) => return Ok(Some(u)),
-        };
-        let role_arn = match field("RoleArn", false)? {
-            Ok(v) => v,
-            Err(u) => return Ok(Some(u)),
-        };
+        let mut next = || fields.next().flatten();
         let r = StackOutputRef {
-            stack_name,
-            output_name,
-            region,
-            role_arn,
+            stack_name: next().unwrap_or_default(),
+            output_name: next().unwrap_or_default(),
+            region: next(),
+            role_arn: next(),
         };
         match self.env.stack_output(&r) {
             Some(v) => Ok(Some(v)),

@@ -1,5 +1,7 @@
 //! The template language of `Fn::Sub`.
 
+use crate::limits::abbreviate;
+
 /// One piece of an `Fn::Sub` string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubPart {
@@ -13,15 +15,19 @@ pub enum SubPart {
 /// Splits an `Fn::Sub` string into literals and variables. `${!Name}` is the literal text
 /// `${Name}`; a `$` not followed by `{` is literal. An unclosed `${` is an error.
 pub fn parse_sub(text: &str) -> Result<Vec<SubPart>, String> {
+    let shown = || abbreviate(text, 200);
     let mut parts = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         literal.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("`${{` without a closing `}}` in Fn::Sub string `{text}`"))?;
+        let end = after.find('}').ok_or_else(|| {
+            format!(
+                "`${{` without a closing `}}` in Fn::Sub string `{}`",
+                shown()
+            )
+        })?;
         let inner = &after[..end];
         if let Some(lit) = inner.strip_prefix('!') {
             literal.push_str("${");
@@ -30,7 +36,7 @@ pub fn parse_sub(text: &str) -> Result<Vec<SubPart>, String> {
         } else {
             let name = inner.trim();
             if name.is_empty() {
-                return Err(format!("empty `${{}}` in Fn::Sub string `{text}`"));
+                return Err(format!("empty `${{}}` in Fn::Sub string `{}`", shown()));
             }
             if !literal.is_empty() {
                 parts.push(SubPart::Literal(std::mem::take(&mut literal)));

@@ -2,13 +2,14 @@
 //! nested stacks.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path as FsPath;
+use std::path::{Path as FsPath, PathBuf};
 
 use indexmap::IndexMap;
 use serde_json::Value;
 
-use super::{NestedTemplate, StackTemplate, Template, load_template_file};
-use crate::error::{ErrorKind, Result, TemplateError};
+use super::{NestedTemplate, StackTemplate, Template, load_template_file, read_bounded};
+use crate::error::{ErrorKind, Path, Result, TemplateError};
+use crate::limits::{MAX_NESTED_STACK_DEPTH, MAX_NESTED_STACKS, MAX_TEMPLATE_BYTES, show_bytes};
 
 fn assembly_error(file: &FsPath, message: impl Into<String>) -> TemplateError {
     TemplateError::new(ErrorKind::Assembly, "", message).in_file(file.display())
@@ -64,11 +65,21 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
 
 /// The manifest of a cloud assembly, as JSON.
 fn read_manifest(manifest_path: &FsPath) -> Result<Value> {
-    let text = std::fs::read_to_string(manifest_path).map_err(|e| {
-        assembly_error(manifest_path, format!("cannot read the manifest: {e}")).with_hint(
-            "point stackflow at a template file or at a cdk.out directory made by `cdk synth`",
-        )
-    })?;
+    let text = read_bounded(manifest_path)
+        .map_err(|e| {
+            assembly_error(manifest_path, format!("cannot read the manifest: {e}")).with_hint(
+                "point stackflow at a template file or at a cdk.out directory made by `cdk synth`",
+            )
+        })?
+        .ok_or_else(|| {
+            assembly_error(
+                manifest_path,
+                format!(
+                    "the manifest is more than {} long",
+                    show_bytes(MAX_TEMPLATE_BYTES)
+                ),
+            )
+        })?;
     serde_json::from_str(&text)
         .map_err(|e| assembly_error(manifest_path, format!("invalid JSON: {e}")))
 }
@@ -94,7 +105,7 @@ fn stack_artifact(
         })?;
     let template_path = dir.join(file);
     let template = load_template_file(&template_path)?;
-    let nested = load_nested(dir, &template)?;
+    let nested = load_nested(dir, &template_path, &template)?;
     let name = props
         .get("stackName")
         .and_then(Value::as_str)
@@ -183,39 +194,108 @@ fn order(stacks: Vec<(String, StackTemplate)>, manifest: &FsPath) -> Result<Vec<
     Ok(out)
 }
 
-/// Finds the templates of the nested stacks of `template`: CDK writes each one as a file
-/// asset beside the parent and names it in the resource's `aws:asset:path` metadata.
+/// Finds the templates of the nested stacks of `template` (read from `file`): CDK writes
+/// each one as a file asset beside the parent and names it in the resource's
+/// `aws:asset:path` metadata. Nested stacks may nest [`MAX_NESTED_STACK_DEPTH`] levels deep
+/// and load [`MAX_NESTED_STACKS`] templates in all; a template that includes itself is an
+/// error.
 pub(crate) fn load_nested(
     dir: &FsPath,
+    file: &FsPath,
     template: &Template,
 ) -> Result<IndexMap<String, NestedTemplate>> {
-    let mut out = IndexMap::new();
-    for (id, r) in &template.resources {
-        if !r.is_nested_stack() {
-            continue;
+    let mut walk = NestedWalk {
+        dir,
+        chain: vec![file.to_path_buf()],
+        loaded: 0,
+    };
+    walk.load(template)
+}
+
+/// The walk through nested stack templates: the files from the top template down to the
+/// one being read, and how many were loaded.
+struct NestedWalk<'d> {
+    dir: &'d FsPath,
+    chain: Vec<PathBuf>,
+    loaded: usize,
+}
+
+impl NestedWalk<'_> {
+    fn load(&mut self, template: &Template) -> Result<IndexMap<String, NestedTemplate>> {
+        let mut out = IndexMap::new();
+        for (id, r) in &template.resources {
+            if !r.is_nested_stack() {
+                continue;
+            }
+            let Some(asset) = r
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("aws:asset:path"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let file = self.dir.join(asset);
+            if !file.is_file() {
+                continue;
+            }
+            self.check(id, &file)?;
+            let nested_template = load_template_file(&file)?;
+            self.chain.push(file.clone());
+            let nested = self.load(&nested_template);
+            self.chain.pop();
+            out.insert(
+                id.clone(),
+                NestedTemplate {
+                    file,
+                    template: nested_template,
+                    nested: nested?,
+                },
+            );
         }
-        let Some(asset) = r
-            .metadata
-            .as_ref()
-            .and_then(|m| m.get("aws:asset:path"))
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        let file = dir.join(asset);
-        if !file.is_file() {
-            continue;
-        }
-        let nested_template = load_template_file(&file)?;
-        let nested = load_nested(dir, &nested_template)?;
-        out.insert(
-            id.clone(),
-            NestedTemplate {
-                file,
-                template: nested_template,
-                nested,
-            },
-        );
+        Ok(out)
     }
-    Ok(out)
+
+    /// Fails when the nested stack `id` of the template being read, in `file`, closes a
+    /// circle or goes past the limits.
+    fn check(&mut self, id: &str, file: &FsPath) -> Result<()> {
+        let parent = self.chain.last().cloned().unwrap_or_default();
+        let path = Path::from_keys(["Resources", id]);
+        let canonical = |f: &FsPath| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf());
+        let target = canonical(file);
+        if let Some(from) = self.chain.iter().position(|f| canonical(f) == target) {
+            let names: Vec<String> = self.chain[from..]
+                .iter()
+                .chain([&file.to_path_buf()])
+                .map(|f| f.display().to_string())
+                .collect();
+            return Err(TemplateError::new(
+                ErrorKind::Cycle,
+                path,
+                format!(
+                    "nested stack templates include each other in a circle: {}",
+                    names.join(" -> ")
+                ),
+            )
+            .in_file(parent.display()));
+        }
+        if self.chain.len() > MAX_NESTED_STACK_DEPTH {
+            return Err(TemplateError::new(
+                ErrorKind::Limit,
+                path,
+                format!("nested stacks nest more than {MAX_NESTED_STACK_DEPTH} levels deep"),
+            )
+            .in_file(parent.display()));
+        }
+        self.loaded += 1;
+        if self.loaded > MAX_NESTED_STACKS {
+            return Err(TemplateError::new(
+                ErrorKind::Limit,
+                path,
+                format!("the stack has more than {MAX_NESTED_STACKS} nested stack templates"),
+            )
+            .in_file(parent.display()));
+        }
+        Ok(())
+    }
 }

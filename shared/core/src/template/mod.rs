@@ -4,6 +4,7 @@
 mod assembly;
 mod model;
 mod parse;
+mod reader;
 
 use std::path::{Path as FsPath, PathBuf};
 
@@ -14,6 +15,7 @@ pub use model::{Output, Parameter, Policy, Resource, Template, type_name};
 pub use parse::parse_text;
 
 use crate::error::{ErrorKind, Result, TemplateError};
+use crate::limits::MAX_TEMPLATE_BYTES;
 
 /// A template to deploy as one stack, with what the source tells about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,15 +45,39 @@ pub struct NestedTemplate {
     pub nested: IndexMap<String, NestedTemplate>,
 }
 
-/// Reads and parses one template file.
+/// Reads and parses one template file (of at most [`MAX_TEMPLATE_BYTES`]).
 pub fn load_template_file(file: &FsPath) -> Result<Template> {
     let shown = file.display().to_string();
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        TemplateError::new(ErrorKind::Io, "", format!("cannot read the template: {e}"))
-            .in_file(&shown)
-    })?;
+    let text = read_bounded(file)
+        .map_err(|e| {
+            TemplateError::new(ErrorKind::Io, "", format!("cannot read the template: {e}"))
+                .in_file(&shown)
+        })?
+        .ok_or_else(|| {
+            let len = std::fs::metadata(file).map_or(0, |m| m.len());
+            parse::too_large(usize::try_from(len).unwrap_or(usize::MAX)).in_file(&shown)
+        })?;
     let value = parse_text(&text, &shown)?;
     Template::from_value(&value).map_err(|e| e.in_file(&shown))
+}
+
+/// The text of a file, or `None` when it is longer than [`MAX_TEMPLATE_BYTES`] (only that
+/// much is read).
+pub(crate) fn read_bounded(file: &FsPath) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)?
+        .take(MAX_TEMPLATE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_TEMPLATE_BYTES {
+        return Ok(None);
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
 }
 
 /// The default stack name for a template file: its file name without the extension and
@@ -90,7 +116,7 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
     }
     let template = load_template_file(path)?;
     let dir = path.parent().unwrap_or(FsPath::new("."));
-    let nested = assembly::load_nested(dir, &template)?;
+    let nested = assembly::load_nested(dir, path, &template)?;
     Ok(vec![StackTemplate {
         name: stack_name_from_file(path),
         file: path.to_path_buf(),

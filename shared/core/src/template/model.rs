@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{ErrorKind, Path, Result, TemplateError};
+use crate::limits::MAX_DEPTH;
 
 /// The top-level sections CloudFormation accepts.
 const SECTIONS: &[&str] = &[
@@ -255,7 +256,30 @@ impl Template {
     pub fn from_value(v: &Value) -> Result<Template> {
         let root = Path::root();
         let top = expect_object(v, &root)?;
+        check_depth(v)?;
         let mut t = Template::default();
+        if let Some(v) = top.get("Transform") {
+            t.transforms = parse_transforms(v, &root.key("Transform"))?;
+        }
+        match t.read_sections(top) {
+            Ok(()) => Ok(t),
+            // A template written for a transform is in the transform's language (SAM's
+            // `Globals`, `Fn::ForEach` keys): the transform is the problem, not its shape.
+            Err(e)
+                if matches!(
+                    e.kind,
+                    ErrorKind::Structure | ErrorKind::UnresolvedReference
+                ) =>
+            {
+                Err(t.ensure_supported().err().unwrap_or(e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads every section of `top` but `Transform` into this template.
+    fn read_sections(&mut self, top: &Map<String, Value>) -> Result<()> {
+        let root = Path::root();
         for key in top.keys() {
             if !SECTIONS.contains(&key.as_str()) {
                 return Err(structure(
@@ -266,34 +290,17 @@ impl Template {
             }
         }
         if let Some(v) = top.get("AWSTemplateFormatVersion") {
-            t.format_version = Some(scalar_string(v, &root.key("AWSTemplateFormatVersion"))?);
+            self.format_version = Some(scalar_string(v, &root.key("AWSTemplateFormatVersion"))?);
         }
         if let Some(v) = top.get("Description") {
-            t.description = Some(scalar_string(v, &root.key("Description"))?);
+            self.description = Some(scalar_string(v, &root.key("Description"))?);
         }
-        t.metadata = top.get("Metadata").cloned();
-        t.rules = top.get("Rules").cloned();
-        if let Some(v) = top.get("Transform") {
-            let p = root.key("Transform");
-            t.transforms = match v {
-                Value::String(s) => vec![s.clone()],
-                Value::Array(items) => items
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| expect_string(v, &p.index(i)))
-                    .collect::<Result<_>>()?,
-                other => {
-                    return Err(structure(
-                        &p,
-                        format!("expected a string or a list, found {}", type_name(other)),
-                    ));
-                }
-            };
-        }
+        self.metadata = top.get("Metadata").cloned();
+        self.rules = top.get("Rules").cloned();
         if let Some(v) = top.get("Parameters") {
             let p = root.key("Parameters");
             for (name, def) in expect_object(v, &p)? {
-                t.parameters
+                self.parameters
                     .insert(name.clone(), parse_parameter(def, &p.key(name))?);
             }
         }
@@ -301,13 +308,13 @@ impl Template {
             let p = root.key("Mappings");
             for (name, m) in expect_object(v, &p)? {
                 expect_object(m, &p.key(name))?;
-                t.mappings.insert(name.clone(), m.clone());
+                self.mappings.insert(name.clone(), m.clone());
             }
         }
         if let Some(v) = top.get("Conditions") {
             let p = root.key("Conditions");
             for (name, c) in expect_object(v, &p)? {
-                t.conditions.insert(name.clone(), c.clone());
+                self.conditions.insert(name.clone(), c.clone());
             }
         }
         let p = root.key("Resources");
@@ -316,18 +323,17 @@ impl Template {
                 .with_hint("a template needs at least one resource")
         })?;
         for (name, def) in expect_object(resources, &p)? {
-            t.resources
+            self.resources
                 .insert(name.clone(), parse_resource(def, &p.key(name))?);
         }
         if let Some(v) = top.get("Outputs") {
             let p = root.key("Outputs");
             for (name, def) in expect_object(v, &p)? {
-                t.outputs
+                self.outputs
                     .insert(name.clone(), parse_output(def, &p.key(name))?);
             }
         }
-        t.check_names()?;
-        Ok(t)
+        self.check_names()
     }
 
     /// Checks that every name a resource or output points at by name exists: `DependsOn`,
@@ -373,6 +379,21 @@ impl Template {
     /// Fails when the template asks for a transform: stackflow deploys templates as they
     /// are and runs no macro.
     pub fn ensure_supported(&self) -> Result<()> {
+        if let Some((id, r)) = self
+            .resources
+            .iter()
+            .find(|(_, r)| r.ty.ends_with("::MODULE"))
+        {
+            return Err(TemplateError::new(
+                ErrorKind::UnsupportedTransform,
+                Path::from_keys(["Resources", id, "Type"]),
+                format!(
+                    "`{}` is a CloudFormation module, which stackflow does not expand",
+                    r.ty
+                ),
+            )
+            .with_hint("modules are expanded inside CloudFormation; write out their resources"));
+        }
         if let Some(t) = self.transforms.first() {
             let hint = match t.as_str() {
                 "AWS::Serverless-2016-10-31" => {
@@ -391,6 +412,81 @@ impl Template {
             .with_hint(hint));
         }
         Ok(())
+    }
+}
+
+/// Fails when lists and objects nest more than [`MAX_DEPTH`] levels deep in `v` (what
+/// [`super::parse_text`] already refuses; a value built some other way is checked here),
+/// so that everything that walks the template recurses a bounded number of times.
+fn check_depth(v: &Value) -> Result<()> {
+    /// A container seen: its parent's index in `seen` and its key or index there.
+    struct Seen<'a> {
+        parent: usize,
+        key: Option<&'a str>,
+        index: usize,
+    }
+    // Depth-first without recursion: each entry is a container, its depth and its index
+    // in `seen`.
+    let mut seen = vec![Seen {
+        parent: 0,
+        key: None,
+        index: 0,
+    }];
+    let mut pending: Vec<(&Value, usize, usize)> = vec![(v, 1, 0)];
+    while let Some((v, depth, at)) = pending.pop() {
+        if depth > MAX_DEPTH {
+            let mut path = Vec::new();
+            let mut i = at;
+            while i != 0 {
+                path.push(&seen[i]);
+                i = seen[i].parent;
+            }
+            let path = path.iter().rev().fold(Path::root(), |p, s| match s.key {
+                Some(k) => p.key(k),
+                None => p.index(s.index),
+            });
+            return Err(TemplateError::new(
+                ErrorKind::Limit,
+                path,
+                format!("the template nests lists and objects more than {MAX_DEPTH} levels deep"),
+            ));
+        }
+        let children: Vec<(Option<&str>, usize, &Value)> = match v {
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (None, i, c))
+                .collect(),
+            Value::Object(m) => m.iter().map(|(k, c)| (Some(k.as_str()), 0, c)).collect(),
+            _ => continue,
+        };
+        for (key, index, c) in children {
+            if c.is_array() || c.is_object() {
+                seen.push(Seen {
+                    parent: at,
+                    key,
+                    index,
+                });
+                pending.push((c, depth + 1, seen.len() - 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Transform`: a name or a list of names.
+fn parse_transforms(v: &Value, p: &Path) -> Result<Vec<String>> {
+    match v {
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| expect_string(v, &p.index(i)))
+            .collect(),
+        other => Err(structure(
+            p,
+            format!("expected a string or a list, found {}", type_name(other)),
+        )),
     }
 }
 
@@ -460,7 +556,13 @@ fn parse_parameter(v: &Value, path: &Path) -> Result<Parameter> {
 
 fn parse_policy(v: Option<&Value>, path: &Path) -> Result<Option<Policy>> {
     v.map(|v| {
-        let s = expect_string(v, path)?;
+        let s = expect_string(v, path).map_err(|e| {
+            if v.is_object() {
+                e.with_hint("a policy is a name; intrinsic functions here need the AWS::LanguageExtensions transform, which stackflow does not run")
+            } else {
+                e
+            }
+        })?;
         Policy::parse(&s).ok_or_else(|| {
             structure(path, format!("unknown policy `{s}`"))
                 .with_hint("use Delete, Retain, RetainExceptOnCreate or Snapshot")

@@ -1,18 +1,54 @@
 //! Template text to a JSON value, with YAML short-form tags normalised to the long form.
 
-use serde_json::{Map, Value};
+use serde::de::DeserializeSeed;
+use serde_json::Value;
 
+use super::reader::Reader;
 use crate::error::{ErrorKind, Result, TemplateError};
+use crate::limits::{MAX_TEMPLATE_BYTES, show_bytes};
 
 /// Parses a CloudFormation template written in JSON or YAML into a JSON value in the long
 /// form (`!Ref X` becomes `{"Ref": "X"}`, `!GetAtt A.B` becomes `{"Fn::GetAtt": ["A", "B"]}`).
 ///
 /// The format is chosen by the first character that is not white space: `{` is JSON,
-/// anything else YAML. `source` names the text in errors.
+/// anything else YAML. `source` names the text in errors. A text longer than
+/// [`MAX_TEMPLATE_BYTES`], nested deeper than [`crate::limits::MAX_DEPTH`] or whose YAML
+/// aliases expand past [`crate::limits::MAX_EXPANDED_SIZE`] is an [`ErrorKind::Limit`]
+/// error.
 pub fn parse_text(text: &str, source: &str) -> Result<Value> {
+    if text.len() > MAX_TEMPLATE_BYTES {
+        return Err(too_large(text.len()).in_file(source));
+    }
     let trimmed = text.trim_start_matches('\u{feff}');
     if trimmed.trim_start().starts_with('{') {
-        serde_json::from_str(trimmed).map_err(|e| {
+        parse_json(trimmed).map_err(|e| e.in_file(source))
+    } else {
+        parse_yaml(trimmed).map_err(|e| e.in_file(source))
+    }
+}
+
+/// The error for a template of `len` bytes, past [`MAX_TEMPLATE_BYTES`].
+pub(crate) fn too_large(len: usize) -> TemplateError {
+    TemplateError::new(
+        ErrorKind::Limit,
+        "",
+        format!(
+            "the template is {len} bytes long, more than the {} stackflow reads",
+            show_bytes(MAX_TEMPLATE_BYTES)
+        ),
+    )
+    .with_hint("split the stack, or move large values (code, documents) out of the template")
+}
+
+fn parse_json(text: &str) -> Result<Value> {
+    let reader = Reader::new(false);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = reader
+        .root()
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    parsed.map_err(|e| {
+        reader.take_error().unwrap_or_else(|| {
             TemplateError::new(
                 ErrorKind::Syntax,
                 "",
@@ -22,108 +58,22 @@ pub fn parse_text(text: &str, source: &str) -> Result<Value> {
                     e.column()
                 ),
             )
-            .in_file(source)
         })
-    } else {
-        let yaml: yaml_serde::Value = yaml_serde::from_str(trimmed).map_err(|e| {
+    })
+}
+
+fn parse_yaml(text: &str) -> Result<Value> {
+    let reader = Reader::new(true);
+    let de = yaml_serde::Deserializer::from_str(text);
+    reader.root().deserialize(de).map_err(|e| {
+        reader.take_error().unwrap_or_else(|| {
             let at = e
                 .location()
                 .map(|l| format!(" at line {}, column {}", l.line(), l.column()))
                 .unwrap_or_default();
             TemplateError::new(ErrorKind::Syntax, "", format!("invalid YAML{at}: {e}"))
-                .in_file(source)
-        })?;
-        yaml_to_json(yaml).map_err(|e| e.in_file(source))
-    }
-}
-
-/// The long-form function name for a YAML short-form tag (`!Sub` is `Fn::Sub`, `!Ref` is
-/// `Ref`, `!Condition` is `Condition`).
-fn long_form(tag: &str) -> String {
-    match tag {
-        "Ref" | "Condition" => tag.to_string(),
-        other => format!("Fn::{other}"),
-    }
-}
-
-fn yaml_to_json(v: yaml_serde::Value) -> Result<Value> {
-    use yaml_serde::Value as Y;
-    Ok(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => number_to_json(&n),
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(
-            items
-                .into_iter()
-                .map(yaml_to_json)
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        Y::Mapping(map) => {
-            let mut out = Map::new();
-            for (k, v) in map {
-                // A non-specific tag (`! "Ref"`) leaves the scalar as it is.
-                let k = match k {
-                    Y::Tagged(t) if t.tag.to_string().trim_start_matches('!').is_empty() => t.value,
-                    k => k,
-                };
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    Y::Null => "null".to_string(),
-                    other => {
-                        return Err(TemplateError::new(
-                            ErrorKind::Structure,
-                            "",
-                            format!("a mapping key must be a plain scalar, found {other:?}"),
-                        ));
-                    }
-                };
-                out.insert(key, yaml_to_json(v)?);
-            }
-            Value::Object(out)
-        }
-        Y::Tagged(tagged) => {
-            let tag = tagged.tag.to_string();
-            let name = tag.trim_start_matches('!');
-            if name.is_empty() {
-                return yaml_to_json(tagged.value);
-            }
-            let inner = yaml_to_json(tagged.value)?;
-            let arg = if name == "GetAtt" {
-                match inner {
-                    // `!GetAtt Resource.Attribute`: split at the first dot; attribute names
-                    // such as `Outputs.Name` or `Endpoint.Address` keep their own dots.
-                    Value::String(s) => match s.split_once('.') {
-                        Some((res, attr)) => Value::Array(vec![res.into(), attr.into()]),
-                        None => Value::String(s),
-                    },
-                    other => other,
-                }
-            } else {
-                inner
-            };
-            let mut out = Map::new();
-            out.insert(long_form(name), arg);
-            Value::Object(out)
-        }
+        })
     })
-}
-
-fn number_to_json(n: &yaml_serde::Number) -> Value {
-    if let Some(i) = n.as_i64() {
-        Value::from(i)
-    } else if let Some(u) = n.as_u64() {
-        Value::from(u)
-    } else if let Some(f) = n.as_f64() {
-        serde_json::Number::from_f64(f)
-            .map(Value::Number)
-            // .inf and .nan have no JSON number: keep their YAML spelling.
-            .unwrap_or_else(|| Value::String(n.to_string()))
-    } else {
-        Value::String(n.to_string())
-    }
 }
 
 #[cfg(test)]
