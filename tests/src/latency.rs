@@ -9,9 +9,9 @@
 //! from the server to the client pass through undelayed.
 //!
 //! The proxy also parses the client's HTTP/1.1 stream (request heads, `Content-Length` and
-//! chunked bodies, keep-alive connections with many requests) to count requests and to
-//! label each one with its AWS operation (`X-Amz-Target`, else the query protocol's
-//! `Action`, else method and path).
+//! chunked bodies, keep-alive connections with many requests; see [`crate::http1`]) to
+//! count requests and to label each one with its AWS operation (`X-Amz-Target`, else the
+//! query protocol's `Action`, else method and path).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use crate::http1::{RequestParser, upstream_addr};
 
 /// One request the proxy saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,24 +75,6 @@ impl Drop for LatencyProxy {
     fn drop(&mut self) {
         self.accept.abort();
     }
-}
-
-/// `http://host:port/...`, `host:port` or a socket address, as the address to connect to.
-async fn upstream_addr(upstream: &str) -> std::io::Result<SocketAddr> {
-    let rest = upstream
-        .strip_prefix("http://")
-        .unwrap_or(upstream)
-        .trim_end_matches('/');
-    let authority = rest.split('/').next().unwrap_or(rest);
-    tokio::net::lookup_host(authority)
-        .await?
-        .next()
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{upstream}: no address"),
-            )
-        })
 }
 
 impl LatencyProxy {
@@ -227,255 +211,34 @@ async fn serve(client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>) {
     forward.abort();
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// Reading a request head (request line and headers).
-    #[default]
-    Head,
-    /// Reading this many more bytes of a `Content-Length` body.
-    Body(u64),
-    /// Reading a chunk-size line of a chunked body.
-    ChunkSize,
-    /// Reading this many more bytes of a chunk.
-    ChunkData(u64),
-    /// Reading the line end after a chunk's data.
-    ChunkEnd,
-    /// Reading the trailer lines after the last chunk.
-    Trailer,
-}
-
-/// Follows the requests in one connection's client-to-server bytes.
+/// Counts and labels the requests of one connection's client-to-server bytes.
 #[derive(Debug, Default)]
-struct Parser {
-    state: State,
-    /// The head read so far, or the current line of a chunked body.
-    buf: Vec<u8>,
-    /// When the current request's first byte arrived.
-    started: Option<Instant>,
-    /// The current request's label from its head, when the head tells it.
-    label: Option<String>,
-    /// Whether the current request's body is a form (the query protocol's `Action`).
-    form: bool,
-    /// The start of a form body, to find its `Action`.
-    peek: Vec<u8>,
-    /// The current request's method and path.
-    line: String,
-}
-
-/// How much of a form body is kept to find its `Action`.
-const PEEK: usize = 1024;
+struct Parser(RequestParser);
 
 impl Parser {
     fn feed(&mut self, mut data: &[u8], now: Instant, shared: &Shared) {
         while !data.is_empty() {
-            match self.state {
-                State::Head => {
-                    if self.buf.is_empty() {
-                        // Stray line ends between requests are not a request.
-                        let skip = data
-                            .iter()
-                            .take_while(|b| **b == b'\r' || **b == b'\n')
-                            .count();
-                        data = &data[skip..];
-                        if data.is_empty() {
-                            return;
-                        }
-                        self.started = Some(now);
-                    }
-                    let from = self.buf.len().saturating_sub(3);
-                    self.buf.extend_from_slice(data);
-                    let Some(end) = find(&self.buf[from..], b"\r\n\r\n").map(|i| from + i + 4)
-                    else {
-                        return;
-                    };
-                    let consumed = data.len() - (self.buf.len() - end);
-                    data = &data[consumed..];
-                    self.buf.truncate(end);
-                    self.head(shared, now);
-                }
-                State::Body(left) => {
-                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(data.len());
-                    self.keep(&data[..take]);
-                    data = &data[take..];
-                    let left = left - take as u64;
-                    if left == 0 {
-                        self.finish(shared);
-                    } else {
-                        self.state = State::Body(left);
-                    }
-                }
-                State::ChunkSize | State::ChunkEnd | State::Trailer => {
-                    let Some(nl) = data.iter().position(|b| *b == b'\n') else {
-                        self.buf.extend_from_slice(data);
-                        return;
-                    };
-                    self.buf.extend_from_slice(&data[..=nl]);
-                    data = &data[nl + 1..];
-                    let line = std::mem::take(&mut self.buf);
-                    let text = String::from_utf8_lossy(&line);
-                    let text = text.trim();
-                    match self.state {
-                        State::ChunkSize => {
-                            let size = text.split(';').next().unwrap_or("").trim();
-                            let size = u64::from_str_radix(size, 16).unwrap_or(0);
-                            self.state = if size == 0 {
-                                State::Trailer
-                            } else {
-                                State::ChunkData(size)
-                            };
-                        }
-                        State::ChunkEnd => self.state = State::ChunkSize,
-                        _ => {
-                            if text.is_empty() {
-                                self.finish(shared);
-                            }
-                        }
-                    }
-                }
-                State::ChunkData(left) => {
-                    let take = usize::try_from(left).unwrap_or(usize::MAX).min(data.len());
-                    self.keep(&data[..take]);
-                    data = &data[take..];
-                    let left = left - take as u64;
-                    self.state = if left == 0 {
-                        State::ChunkEnd
-                    } else {
-                        State::ChunkData(left)
-                    };
-                }
+            let fed = self.0.feed(data, now);
+            if let Some(at) = fed.head_at {
+                shared.started(at);
             }
-        }
-    }
-
-    /// Keeps the start of a form body.
-    fn keep(&mut self, data: &[u8]) {
-        if self.form && self.peek.len() < PEEK {
-            let n = (PEEK - self.peek.len()).min(data.len());
-            self.peek.extend_from_slice(&data[..n]);
-        }
-    }
-
-    /// A complete head is in `buf`: counts the request and decides how its body ends.
-    fn head(&mut self, shared: &Shared, now: Instant) {
-        let head = String::from_utf8_lossy(&self.buf).into_owned();
-        self.buf.clear();
-        let mut lines = head.split("\r\n");
-        let request_line = lines.next().unwrap_or("");
-        let mut parts = request_line.split(' ');
-        let method = parts.next().unwrap_or("");
-        let target = parts.next().unwrap_or("");
-        self.line = format!("{method} {}", target.split('?').next().unwrap_or(""));
-        self.label = query_action(target.split_once('?').map_or("", |(_, q)| q));
-        self.form = false;
-        self.peek.clear();
-        let mut length = 0u64;
-        let mut chunked = false;
-        for line in lines {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.parse().unwrap_or(0),
-                "transfer-encoding" => {
-                    chunked = value.to_ascii_lowercase().contains("chunked");
-                }
-                "x-amz-target" => self.label = Some(value.to_string()),
-                "content-type" => {
-                    self.form = value.contains("x-www-form-urlencoded");
-                }
-                _ => {}
+            if let Some((at, head)) = fed.complete {
+                shared.finished(RequestRecord {
+                    at,
+                    label: head.label(),
+                });
             }
-        }
-        shared.started(self.started.unwrap_or(now));
-        self.state = if chunked {
-            State::ChunkSize
-        } else if length > 0 {
-            State::Body(length)
-        } else {
-            State::Head
-        };
-        if self.state == State::Head {
-            self.finish(shared);
+            data = &data[fed.consumed..];
         }
     }
-
-    /// The current request's body is complete.
-    fn finish(&mut self, shared: &Shared) {
-        let label = self
-            .label
-            .take()
-            .or_else(|| query_action(&String::from_utf8_lossy(&self.peek)))
-            .unwrap_or_else(|| std::mem::take(&mut self.line));
-        shared.finished(RequestRecord {
-            at: self.started.take().unwrap_or_else(Instant::now),
-            label,
-        });
-        self.peek.clear();
-        self.form = false;
-        self.state = State::Head;
-    }
-}
-
-/// The `Action` of a query string or form body.
-fn query_action(query: &str) -> Option<String> {
-    query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("Action="))
-        .filter(|a| !a.is_empty())
-        .map(str::to_string)
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A tiny HTTP/1.1 server: answers every request (keep-alive, `Content-Length` bodies)
-    /// with `200 ok`.
     async fn http_server() -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        // One head, then its body.
-                        let end = loop {
-                            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                                break i + 4;
-                            }
-                            match s.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let length: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        while buf.len() < end + length {
-                            match s.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        buf.drain(..end + length);
-                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                        if s.write_all(answer).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        addr
+        crate::http1::tests::ok_server().await.0
     }
 
     /// Sends `request` and reads the `200 ok` answer.

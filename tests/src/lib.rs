@@ -4,9 +4,15 @@
 //! process (it is never linked in): see [`emulator`] for how it is found,
 //! started, shared by the tests of one binary, and stopped. [`cli`] runs the `stackflow`
 //! binary against it, and [`secret_scan`] looks for known plaintexts in what was written.
+//! [`deploy`] builds an engine in the test process; [`latency`] and [`faults`] are proxies
+//! that delay or fault its calls, and [`inventory`] asks the emulator what it holds.
 
 pub mod cli;
+pub mod deploy;
 pub mod emulator;
+pub mod faults;
+pub mod http1;
+pub mod inventory;
 pub mod latency;
 pub mod secret_scan;
 

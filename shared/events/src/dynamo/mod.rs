@@ -49,9 +49,13 @@
 //! retry of the same append won) or because the lock's condition failed, the cancellation
 //! reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
 //! and the append reports [`Appended::AlreadyThere`], a conflict, [`StoreError::Locked`]
-//! or [`StoreError::NotHolder`] from it. Only transient failures (throttling, transaction conflicts)
-//! are retried: at most 8 attempts in all, after randomized pauses of 10-20 ms, doubling
-//! up to 0.5-1 s; [`DynamoStore::retries`] counts the retries, the SDK's own included.
+//! or [`StoreError::NotHolder`] from it. Only transient failures are retried: throttling,
+//! transaction conflicts, any `5xx` or `429` answer (a plain-text `503` included), and a
+//! request that got no answer (a reset or closed connection, a timeout); a transaction
+//! whose answer was lost after it was carried out is recognized by its key when it is
+//! sent again. Every request is tried at most 8 times (each of them the SDK's own
+//! attempts), after randomized pauses of 10-20 ms, doubling up to 0.5-1 s, and queries
+//! page by page; [`DynamoStore::retries`] counts the retries, the SDK's own included.
 //!
 //! The registry item is written by the first append that succeeds, not by the one at
 //! position 1: that one may be refused (a lost race for the lock) or never happen (a
@@ -85,11 +89,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
@@ -284,11 +290,12 @@ impl DynamoStore {
         tokio::time::sleep(half + jitter).await;
     }
 
-    /// Runs a request, repeating it while it fails transiently; the last error otherwise.
-    async fn retrying<T, E, R, F, Fut>(&self, mut request: F) -> Result<T, SdkError<E, R>>
+    /// Runs a request, repeating it while it fails transiently ([`is_transient`]); the last
+    /// error otherwise.
+    async fn retrying<T, E, F, Fut>(&self, mut request: F) -> Result<T, SdkError<E, HttpResponse>>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata,
     {
         let mut attempt = 1;
@@ -299,6 +306,24 @@ impl DynamoStore {
                     attempt += 1;
                 }
                 result => return result,
+            }
+        }
+    }
+
+    /// Every item `query` finds, page after page, each page repeated while it fails
+    /// transiently; `what` names the query in errors.
+    async fn query_all(&self, what: &str, query: QueryFluentBuilder) -> StoreResult<Vec<Item>> {
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .retrying(|| query.clone().set_exclusive_start_key(start.clone()).send())
+                .await
+                .map_err(|e| self.backend(what, &e))?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
             }
         }
     }
@@ -421,7 +446,7 @@ impl EventStore for DynamoStore {
             return Ok(Vec::new());
         };
         let pk = stream.key();
-        let mut pages = self
+        let query = self
             .db
             .query()
             .table_name(&self.table)
@@ -429,13 +454,9 @@ impl EventStore for DynamoStore {
             .expression_attribute_values(":pk", s(&pk))
             .expression_attribute_values(":first", s(&seq_sk(EVENT_PREFIX, first)))
             .expression_attribute_values(":last", s(&seq_sk(EVENT_PREFIX, u64::MAX)))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
+            .consistent_read(true);
         let mut events = Vec::new();
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| self.backend("Query (events)", &e))?;
+        for item in self.query_all("Query (events)", query).await? {
             events.push(self.stored_event(stream, &item).await?);
         }
         Ok(events)
@@ -472,23 +493,18 @@ impl EventStore for DynamoStore {
     }
 
     async fn streams(&self) -> StoreResult<Vec<StreamId>> {
-        let mut pages = self
+        let query = self
             .db
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk")
             .expression_attribute_values(":pk", s(REGISTRY_PK))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
-        let mut streams = Vec::new();
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| self.backend("Query (stream registry)", &e))?;
-            if let Some(stream) = get_s(&item, "sk").and_then(StreamId::from_key) {
-                streams.push(stream);
-            }
-        }
+            .consistent_read(true);
+        let items = self.query_all("Query (stream registry)", query).await?;
+        let mut streams: Vec<StreamId> = items
+            .iter()
+            .filter_map(|item| get_s(item, "sk").and_then(StreamId::from_key))
+            .collect();
         streams.sort();
         Ok(streams)
     }
@@ -584,8 +600,31 @@ where
     ))
 }
 
-fn is_transient<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> bool {
-    err.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+/// Whether a failed request is worth sending again: throttling and transaction conflicts
+/// (by their error code); any `5xx` or `429` answer, with or without a code (a load
+/// balancer's plain-text `503` has none); and a request that got no answer: not sent or
+/// cut off (a reset connection, a connection closed before the answer came: the
+/// request may have been carried out), or timed out. The SDK retries these too, but only
+/// a few times; a store request is repeated after that, since every request the store
+/// repeats is safe to repeat: reads, writes of the same item, and the transaction of an
+/// append, whose repeat after an answer was lost finds its own key and is a success
+/// ([`Appended::New`], not a second event).
+fn is_transient<E: ProvideErrorMetadata>(err: &SdkError<E, HttpResponse>) -> bool {
+    match err {
+        SdkError::TimeoutError(_) | SdkError::ResponseError(_) => true,
+        // A connector error of a known kind: hyper's "connection closed before message
+        // completed" is a transient one.
+        SdkError::DispatchFailure(failure) => {
+            failure.is_io() || failure.is_timeout() || failure.as_other().is_some()
+        }
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status().as_u16();
+            err.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+                || status >= 500
+                || status == 429
+        }
+        _ => false,
+    }
 }
 
 fn describe_reasons(reasons: &[CancellationReason]) -> String {
@@ -632,6 +671,52 @@ mod tests {
         let long = "x".repeat(2000);
         let sk = key_sk(&long);
         assert!(sk.starts_with("k#sha256:") && sk.len() < 100);
+    }
+
+    /// The failures the store sends a request again after (the SDK's own attempts being
+    /// spent): a plain-text 503 has no error code, and a reset or a connection closed
+    /// before the answer is no answer at all; a refused request is final.
+    #[test]
+    fn transient_failures_are_those_a_repeat_can_cure() {
+        use aws_sdk_dynamodb::error::{ConnectorError, ErrorMetadata};
+        use aws_sdk_dynamodb::operation::get_item::GetItemError;
+        type E = SdkError<GetItemError, HttpResponse>;
+        let answer = |status: u16, body: &'static str| {
+            let body = aws_sdk_s3::primitives::ByteStream::from_static(body.as_bytes());
+            HttpResponse::new(status.try_into().unwrap(), body.into_inner())
+        };
+        let service = |code: Option<&str>, status: u16, body: &'static str| -> E {
+            let mut meta = ErrorMetadata::builder();
+            if let Some(code) = code {
+                meta = meta.code(code);
+            }
+            SdkError::service_error(GetItemError::generic(meta.build()), answer(status, body))
+        };
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let transient: Vec<E> = vec![
+            service(None, 503, "Service Unavailable"),
+            service(None, 500, ""),
+            service(None, 429, ""),
+            service(Some("ThrottlingException"), 400, "{}"),
+            service(Some("TransactionConflictException"), 400, "{}"),
+            SdkError::dispatch_failure(ConnectorError::io(io.into())),
+            SdkError::dispatch_failure(ConnectorError::timeout("connect".into())),
+            SdkError::timeout_error("no answer"),
+            SdkError::response_error("cut off", answer(200, "{\"Item\"")),
+        ];
+        for e in &transient {
+            assert!(is_transient(e), "{}", DisplayErrorContext(e));
+        }
+        let final_: Vec<E> = vec![
+            service(Some("ValidationException"), 400, "{}"),
+            service(Some("ConditionalCheckFailedException"), 400, "{}"),
+            service(None, 403, "Forbidden"),
+            SdkError::construction_failure("no table name"),
+            SdkError::dispatch_failure(ConnectorError::user("bad request".into())),
+        ];
+        for e in &final_ {
+            assert!(!is_transient(e), "{}", DisplayErrorContext(e));
+        }
     }
 
     #[test]

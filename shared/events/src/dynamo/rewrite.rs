@@ -164,24 +164,23 @@ impl DynamoStore {
 
     /// Deletes every snapshot of the stream `pk` (and its S3 object); how many there were.
     async fn drop_snapshots(&self, pk: &str) -> StoreResult<u64> {
-        let mut pages = self
+        let query = self
             .db
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :s)")
             .expression_attribute_values(":pk", s(pk))
             .expression_attribute_values(":s", s(SNAPSHOT_PREFIX))
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send();
-        let mut found: Vec<(String, Option<String>)> = Vec::new();
-        while let Some(item) = pages.next().await {
-            let item = item.map_err(|e| self.backend("Query (snapshots)", &e))?;
-            if let Some(sk) = get_s(&item, "sk") {
-                found.push((sk.to_string(), get_s(&item, "body_s3").map(str::to_string)));
-            }
-        }
+            .consistent_read(true);
+        let found: Vec<(String, Option<String>)> = self
+            .query_all("Query (snapshots)", query)
+            .await?
+            .iter()
+            .filter_map(|item| {
+                let sk = get_s(item, "sk")?;
+                Some((sk.to_string(), get_s(item, "body_s3").map(str::to_string)))
+            })
+            .collect();
         for (sk, object) in &found {
             self.retrying(|| {
                 self.db
