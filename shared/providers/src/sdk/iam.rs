@@ -452,6 +452,10 @@ impl SdkResource for IamRoleProvider {
         let props = &request.properties;
         let in_context = |e: ProviderError| e.context(context(request, TYPE));
         let (name, generated) = given_or_generated(request, "RoleName", NAME_RULES);
+        // A name the template gives is looked up once, before the call (outside its
+        // retries): taken, it is someone else's and refused; free, a create that then
+        // finds it taken met its own earlier attempt, whose answer was lost.
+        crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         let role = match self.create_role(&name, props).await {
             Ok(role) => {
                 self.sync(&name, &Properties::new(), props, false)
@@ -462,7 +466,7 @@ impl SdkResource for IamRoleProvider {
                     None => self.get_existing(&name).await?,
                 }
             }
-            Err(ProviderError::AlreadyExists(_)) if generated => {
+            Err(ProviderError::AlreadyExists(_)) => {
                 // Our own role from an earlier attempt: write everything again.
                 let existing = self.get_existing(&name).await?;
                 if let Some(path) = string_of(props, "Path")
@@ -479,7 +483,6 @@ impl SdkResource for IamRoleProvider {
                     .map_err(in_context)?;
                 existing
             }
-            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(in_context(e)),
         };
         Ok(Created {

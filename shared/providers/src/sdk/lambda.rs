@@ -450,14 +450,15 @@ impl SdkResource for LambdaFunctionProvider {
         let props = &request.properties;
         let in_context = |e: ProviderError| e.context(context(request, TYPE));
         let (name, generated) = given_or_generated(request, "FunctionName", NAME_RULES);
+        // A name the template gives is looked up once, before the call (outside its
+        // retries): taken, it is someone else's and refused; free, a create that then
+        // finds it taken met its own earlier attempt, whose answer was lost.
+        crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         let made = self
             .create_function(&name, props)
             .await
             .map_err(in_context)?;
         if made.is_none() {
-            if !generated {
-                return Err(Self::name_taken(&name));
-            }
             // Our own function from an earlier attempt: write everything again.
             let adopt = async {
                 self.settle(&name).await?;

@@ -205,6 +205,10 @@ impl SdkResource for LogGroupProvider {
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
         let (name, generated) = given_or_generated(request, "LogGroupName", NAME_RULES);
+        // A name the template gives is looked up once, before the call (outside its
+        // retries): taken, it is someone else's and refused; free, a create that then
+        // finds it taken met its own earlier attempt, whose answer was lost.
+        crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         let in_context = |e: ProviderError| e.context(context(request, TYPE));
         match self.create_group(&name, props).await {
             Ok(()) => {
@@ -214,10 +218,9 @@ impl SdkResource for LogGroupProvider {
                         .map_err(in_context)?;
                 }
             }
-            Err(ProviderError::AlreadyExists(_)) if generated => {
+            Err(ProviderError::AlreadyExists(_)) => {
                 self.converge(&name, props).await.map_err(in_context)?;
             }
-            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(in_context(e)),
         }
         let group = self.described(&name).await?;

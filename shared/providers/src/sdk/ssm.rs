@@ -168,14 +168,17 @@ impl SdkResource for SsmParameterProvider {
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
         let (name, generated) = given_or_generated(request, "Name", NAME_RULES);
+        // A name the template gives is looked up once, before the call (outside its
+        // retries): taken, it is someone else's and refused; free, a create that then
+        // finds it taken met its own earlier attempt, whose answer was lost.
+        crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         match self.put(&name, props, false).await {
             Ok(()) => {}
-            Err(ProviderError::AlreadyExists(_)) if generated => {
+            Err(ProviderError::AlreadyExists(_)) => {
                 self.put(&name, props, true).await?;
                 self.sync_tags(&name, &BTreeMap::new(), &tag_map(props))
                     .await?;
             }
-            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
             Err(e) => return Err(e.context(context(request, TYPE))),
         }
         let value = string_of(props, "Value").unwrap_or_default();

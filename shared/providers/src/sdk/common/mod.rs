@@ -119,13 +119,14 @@ pub(crate) trait SdkResource: Sync {
 }
 
 /// Refuses the create of a resource of type `R` when the name the template gives (`name`;
-/// `generated` false) is taken: `exists` looks it up. For the services whose create call
-/// answers the existing resource when the name is taken, so that the call cannot tell
-/// (SNS `CreateTopic`, SQS `CreateQueue`, S3 `CreateBucket` in us-east-1). Called once,
-/// before the create call and outside its retries: the create call, retried after an
-/// answer was lost, must still succeed (which it does, being idempotent by name). A
-/// generated name holds the hash of the request's token, so it is this stack's alone: not
-/// looked up.
+/// `generated` false) is taken: `exists` looks it up. Every SDK provider calls it once,
+/// before the create call and outside its retries. Where the create call answers the
+/// existing resource (SNS `CreateTopic`, SQS `CreateQueue`, S3 `CreateBucket` in
+/// us-east-1) it is the only way to tell; where the call refuses a taken name itself (SSM,
+/// DynamoDB, IAM, Lambda, Logs), it tells someone else's resource (taken before the call)
+/// from the call's own (taken since: an attempt whose answer was lost, which the provider
+/// then adopts). A generated name holds the hash of the request's token, so it is this
+/// stack's alone: not looked up.
 pub(crate) async fn refuse_taken<R: SdkResource, T>(
     name: &str,
     generated: bool,

@@ -448,12 +448,15 @@ impl SdkResource for DynamoDbTableProvider {
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let props = &request.properties;
         let (name, generated) = given_or_generated(request, "TableName", NAME_RULES);
+        // A name the template gives is looked up once, before the call (outside its
+        // retries): taken, it is someone else's and refused; free, a create that then
+        // finds it taken met its own earlier attempt, whose answer was lost.
+        crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         let in_context = |e: ProviderError| e.context(context(request, TYPE));
         match self.create_table(&name, props).await {
             Ok(()) => {}
-            // Our own generated name: the table an earlier attempt made.
-            Err(ProviderError::AlreadyExists(_)) if generated => {}
-            Err(ProviderError::AlreadyExists(_)) => return Err(Self::name_taken(&name)),
+            // The table an earlier attempt of this call made.
+            Err(ProviderError::AlreadyExists(_)) => {}
             Err(e) => return Err(in_context(e)),
         }
         self.wait_active(&name).await.map_err(in_context)?;
