@@ -11,7 +11,7 @@ use stackflow_core::template::Policy;
 use stackflow_events::EventStore;
 use stackflow_events::event::{ErrorInfo, Operation, ProviderKind, ResourceRecord};
 use stackflow_providers::ProviderError;
-use stackflow_providers::provider::ResourceRequest;
+use stackflow_providers::provider::{Created, Imported, Provider, ResourceRequest};
 use stackflow_providers::router::Routed;
 
 use super::Deployment;
@@ -316,7 +316,12 @@ impl<S: EventStore + 'static> Deployment<S> {
         let made = if retried {
             create_or_adopt_own(provider, &call.request).await
         } else {
-            provider.create(&call.request).await
+            match provider.create(&call.request).await {
+                Err(ProviderError::AlreadyExists(m)) => {
+                    self.adopt_if_recorded(provider, &call.request, m).await
+                }
+                other => other,
+            }
         };
         match made {
             Ok(created) => {
@@ -337,6 +342,41 @@ impl<S: EventStore + 'static> Deployment<S> {
                 .failed(Phase::Failed, call.masker.error(&e))
                 .await?)),
         }
+    }
+
+    /// A create that found its name taken: the resource is this stack's own when its
+    /// records hold it (a replaced predecessor that a killed deploy did not delete yet, which
+    /// the previous template names again); it is adopted, and is no predecessor any more.
+    /// Anything else is someone else's, and refused.
+    async fn adopt_if_recorded(
+        &self,
+        provider: &dyn Provider,
+        request: &ResourceRequest,
+        taken: String,
+    ) -> Result<Created, ProviderError> {
+        let Ok(Imported::Found {
+            physical_id,
+            attributes,
+        }) = provider.import(request).await
+        else {
+            return Err(ProviderError::AlreadyExists(taken));
+        };
+        let ours = {
+            let state = self.recorder.state();
+            state.predecessors.contains_key(&physical_id)
+                || state
+                    .resources
+                    .values()
+                    .any(|r| r.physical_id == physical_id)
+        };
+        if !ours {
+            return Err(ProviderError::AlreadyExists(taken));
+        }
+        Ok(Created {
+            physical_id,
+            attributes,
+            sensitive: false,
+        })
     }
 
     /// What `call` made, as recorded: its attributes masked as the call's secrets say.
