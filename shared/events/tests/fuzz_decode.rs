@@ -7,6 +7,8 @@
 //! `STACKFLOW_FUZZ_SECONDS=600 cargo test -p stackflow-events --test fuzz_decode -- --nocapture`
 //! runs it for ten minutes.
 
+// One driver for every fuzz target of the workspace: the core crate's.
+#[path = "../../core/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //! case slower than [`SLOW`] fails, and one that runs past [`HANG`] is reported with its
 //! input and stops the process (a thread cannot be stopped from outside).
 //!
-//! The events crate's tests carry a copy of this file (`shared/events/tests/fuzz_support`).
+//! The events crate's decode target uses this file too (by `#[path]`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
