@@ -17,9 +17,21 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::error_chain;
+use crate::error::ProviderError;
+use crate::retry::{RetryPolicy, retry};
 
 /// How long one EC2 `DescribeAvailabilityZones` call may take, signing included.
 pub const EC2_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the availability zones' lookup is retried: as a provider call, but each attempt
+/// bounded by [`EC2_TIMEOUT`] and the whole by a minute (it runs before the deploy starts).
+pub fn lookup_retry_policy() -> RetryPolicy {
+    RetryPolicy {
+        call_deadline: EC2_TIMEOUT,
+        total_deadline: Duration::from_secs(60),
+        ..RetryPolicy::default()
+    }
+}
 
 /// The largest EC2 response body read (a region's zone list is a few kilobytes).
 const EC2_MAX_BODY: usize = 1 << 20;
@@ -74,41 +86,58 @@ impl Ec2 {
         }
     }
 
-    /// The names of the available availability zones of `region`, sorted. Fails after
-    /// [`EC2_TIMEOUT`].
+    /// The names of the available availability zones of `region`, sorted. A throttling
+    /// answer, a 5xx, a lost connection or no answer within [`EC2_TIMEOUT`] is retried
+    /// with backoff (the SDK clients' policy, [`lookup_retry_policy`]); any other error
+    /// fails at once.
     pub async fn availability_zones(&self, region: &str) -> Result<Vec<String>, String> {
-        match tokio::time::timeout(EC2_TIMEOUT, self.describe_availability_zones(region)).await {
-            Ok(result) => result,
-            Err(_) => Err(format!(
-                "EC2 DescribeAvailabilityZones did not answer within {EC2_TIMEOUT:?}"
-            )),
-        }
+        retry(
+            &lookup_retry_policy(),
+            "EC2 DescribeAvailabilityZones",
+            || self.describe_availability_zones(region),
+        )
+        .await
+        .map_err(|e| e.message().to_string())
     }
 
-    async fn describe_availability_zones(&self, region: &str) -> Result<Vec<String>, String> {
+    async fn describe_availability_zones(
+        &self,
+        region: &str,
+    ) -> Result<Vec<String>, ProviderError> {
         let url = self.endpoint(region);
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| format!("the EC2 endpoint {url} is not a valid URL: {e}"))?;
-        let request = self.signed_request(region, uri.clone()).await?;
+        let uri: http::Uri = url.parse().map_err(|e| {
+            ProviderError::InvalidRequest(format!("the EC2 endpoint {url} is not a valid URL: {e}"))
+        })?;
+        let request = self
+            .signed_request(region, uri.clone())
+            .await
+            .map_err(ProviderError::InvalidRequest)?;
         let response = match uri.scheme_str() {
             Some("http") => self.plain_client().request(request).await,
-            Some("https") => self.https_client()?.request(request).await,
+            Some("https") => {
+                self.https_client()
+                    .map_err(ProviderError::Other)?
+                    .request(request)
+                    .await
+            }
             other => {
-                return Err(format!(
+                return Err(ProviderError::InvalidRequest(format!(
                     "the EC2 endpoint {url} has the scheme {other:?}; expected http or https"
-                ));
+                )));
             }
         }
-        .map_err(|e| format!("EC2 {url}: {}", error_chain(&e)))?;
+        .map_err(|e| ProviderError::Transient(format!("EC2 {url}: {}", error_chain(&e))))?;
         let status = response.status();
         let body = Limited::new(response.into_body(), EC2_MAX_BODY)
             .collect()
             .await
-            .map_err(|e| format!("EC2 {url}: reading the response failed: {e}"))?
+            .map_err(|e| {
+                ProviderError::Transient(format!("EC2 {url}: reading the response failed: {e}"))
+            })?
             .to_bytes();
         let body = String::from_utf8_lossy(&body);
         parse_describe_availability_zones(status.as_u16(), &body)
+            .map_err(|message| answer_error(status.as_u16(), &body, message))
     }
 
     /// The `DescribeAvailabilityZones` request to `uri`, signed for `region`.
@@ -238,6 +267,17 @@ fn parse_describe_availability_zones(status: u16, body: &str) -> Result<Vec<Stri
     zones.sort();
     zones.dedup();
     Ok(zones)
+}
+
+/// A failed answer (HTTP `status`, `body`, described by `message`) as a provider error:
+/// throttled or transient (so retried) by its EC2 error code or its status, else final.
+fn answer_error(status: u16, body: &str, message: String) -> ProviderError {
+    let code = xml_error(&xml::children(body)).map(|(code, _)| code);
+    match ProviderError::classify(code.as_deref(), &message, Some(status)) {
+        ProviderError::Throttled(_) => ProviderError::Throttled(message),
+        ProviderError::Transient(_) => ProviderError::Transient(message),
+        _ => ProviderError::Other(message),
+    }
 }
 
 /// The code and message of an EC2 error document
@@ -421,6 +461,29 @@ mod tests {
         </item>
     </availabilityZoneInfo>
 </DescribeAvailabilityZonesResponse>"#;
+
+    #[test]
+    fn throttling_and_server_errors_are_retried_and_others_are_not() {
+        let throttled = "<Response><Errors><Error><Code>RequestLimitExceeded</Code></Error></Errors></Response>";
+        let cases = [
+            (503, "Service Unavailable", true),
+            (500, "", true),
+            (400, throttled, true),
+            (429, "slow down", true),
+            (
+                401,
+                "<Response><Errors><Error><Code>AuthFailure</Code></Error></Errors></Response>",
+                false,
+            ),
+            (200, "<Other/>", false),
+        ];
+        for (status, body, retried) in cases {
+            let message = parse_describe_availability_zones(status, body).unwrap_err();
+            let error = answer_error(status, body, message.clone());
+            assert_eq!(error.is_retryable(), retried, "{status} {body}: {error:?}");
+            assert_eq!(error.message(), message);
+        }
+    }
 
     #[test]
     fn zones_are_the_available_ones_sorted() {
