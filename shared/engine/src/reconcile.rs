@@ -10,7 +10,9 @@ use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::ProviderError;
-use stackflow_providers::provider::{Created, Deleted, Imported, Provider, ResourceRequest};
+use stackflow_providers::provider::{
+    Created, CurrentState, Deleted, Imported, Provider, ResourceRequest,
+};
 
 use crate::deploy::Deployment;
 use crate::engine::{Engine, EngineError, NestedContext};
@@ -260,26 +262,52 @@ fn too_old_to_replay(p: &PendingIntent, now: std::time::SystemTime) -> Option<St
 /// The create of `request` when this stack's own intent shows it was made before (an
 /// interrupted or retried create): the provider answers with what that call made, or
 /// makes it now; a named resource that exists is adopted only through the provider's
-/// import of the same name. Only ever called for such a replay: a fresh create that
-/// finds its name taken fails (stackflow never takes over what it did not make).
+/// import of the same name, and then brought to `request`'s properties
+/// ([`adopt_own`]). Only ever called for such a replay: a fresh create that finds its
+/// name taken fails (stackflow never takes over what it did not make).
 pub(crate) async fn create_or_adopt_own(
     provider: &dyn Provider,
     request: &ResourceRequest,
 ) -> Result<Created, ProviderError> {
     match provider.create(request).await {
         Err(ProviderError::AlreadyExists(m)) => match provider.import(request).await {
-            Ok(Imported::Found {
-                physical_id,
-                attributes,
-            }) => Ok(Created {
-                physical_id,
-                attributes,
-                sensitive: false,
-            }),
+            Ok(Imported::Found { physical_id, .. }) => {
+                adopt_own(provider, request, physical_id).await
+            }
             _ => Err(ProviderError::AlreadyExists(m)),
         },
         other => other,
     }
+}
+
+/// Adopts `physical_id`, a resource this stack made (its own intent or records say so),
+/// for the create `request`: an update from what AWS holds now (when the provider can
+/// read it; else from nothing, so every property is set) to `request`'s properties. A
+/// resource adopted by name may have been made with other properties (an earlier
+/// template's, or a create that stopped half way), and recording the template's
+/// properties without applying them would leave, say, a bucket without its encryption.
+pub(crate) async fn adopt_own(
+    provider: &dyn Provider,
+    request: &ResourceRequest,
+    physical_id: String,
+) -> Result<Created, ProviderError> {
+    let mut apply = request.clone();
+    apply.physical_id = Some(physical_id.clone());
+    apply.previous_properties = match provider.read_current_state(&apply).await {
+        Ok(CurrentState::Found(now)) => Some(now),
+        _ => Some(Map::new()),
+    };
+    let updated = provider.update(&apply).await.map_err(|e| {
+        e.context(format_args!(
+            "{physical_id} exists and is this stack's own, but bringing it to the \
+             template's properties failed"
+        ))
+    })?;
+    Ok(Created {
+        physical_id: updated.physical_id,
+        attributes: updated.attributes,
+        sensitive: updated.sensitive,
+    })
 }
 
 /// Replays an interrupted create with its token: the provider answers with the resource

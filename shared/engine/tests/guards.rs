@@ -139,3 +139,53 @@ async fn a_name_someone_else_has_is_never_taken_over_nor_deleted() {
         "nothing named Orders was deleted"
     );
 }
+
+/// A create this stack made, whose outcome a killed run never recorded, found again by
+/// name (the provider has no token to replay: it creates by name) is adopted and brought
+/// to the template's properties: recording them without applying them would leave the
+/// resource as the half-made (or older) create left it.
+#[tokio::test]
+async fn an_own_resource_adopted_by_name_gets_the_templates_properties() {
+    let rig = Rig::new();
+    let v1 = input(
+        "app",
+        json!({ "Resources": {
+            "Orders": {
+                "Type": "AWS::SNS::Topic",
+                "Properties": { "TopicName": "orders", "DisplayName": "Orders" }
+            }
+        } }),
+    );
+    // The create happens; every append after it fails (the process is as good as dead).
+    let gate = rig.cloud.block_once(Op::Create, "Orders");
+    let run = tokio::spawn(deploy_stack(rig.engine.clone(), v1.clone(), options()));
+    gate.entered().await;
+    rig.store.fail_after(0);
+    gate.release();
+    let crashed = run.await.expect("the deploy task");
+    assert!(crashed.is_err(), "{crashed:?}");
+    rig.store.heal();
+    rig.holders_gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (physical_id, _) = rig.cloud.only("app", "Orders");
+    // Made with other properties than the template's, and no token can replay it.
+    rig.cloud
+        .set_properties(&physical_id, json!({ "TopicName": "orders" }));
+    rig.cloud.forget_tokens();
+    rig.cloud.clear_calls();
+
+    deploy_ok(&rig, &v1).await;
+
+    let (adopted, thing) = rig.cloud.only("app", "Orders");
+    assert_eq!(adopted, physical_id, "the same topic, not a second one");
+    assert_eq!(thing.properties["DisplayName"], "Orders", "{thing:?}");
+    let updates: Vec<_> = rig
+        .cloud
+        .call_log()
+        .into_iter()
+        .filter(|(op, id)| *op == Op::Update && id == "Orders")
+        .collect();
+    assert_eq!(updates.len(), 1, "{:?}", rig.cloud.call_log());
+    let state = rig.state("app").await;
+    assert_eq!(state.resources["Orders"].physical_id, physical_id);
+}

@@ -17,7 +17,7 @@ use stackflow_providers::router::Routed;
 use super::Deployment;
 use crate::engine::EngineError;
 use crate::keys::Phase;
-use crate::reconcile::create_or_adopt_own;
+use crate::reconcile::{adopt_own, create_or_adopt_own};
 use crate::report::{Done, Handled};
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
 
@@ -354,11 +354,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         request: &ResourceRequest,
         taken: String,
     ) -> Result<Created, ProviderError> {
-        let Ok(Imported::Found {
-            physical_id,
-            attributes,
-        }) = provider.import(request).await
-        else {
+        let Ok(Imported::Found { physical_id, .. }) = provider.import(request).await else {
             return Err(ProviderError::AlreadyExists(taken));
         };
         let ours = {
@@ -372,11 +368,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         if !ours {
             return Err(ProviderError::AlreadyExists(taken));
         }
-        Ok(Created {
-            physical_id,
-            attributes,
-            sensitive: false,
-        })
+        adopt_own(provider, request, physical_id).await
     }
 
     /// What `call` made, as recorded: its attributes masked as the call's secrets say.

@@ -25,7 +25,8 @@ use stackflow_events::sqlite::SqliteStore;
 use stackflow_events::{Appended, EventStore, Precondition, StoreError, StoreResult, StreamId};
 use stackflow_providers::ProviderError;
 use stackflow_providers::provider::{
-    Attributes, BoxFuture, Created, Deleted, Properties, Provider, ResourceRequest, Updated,
+    Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
+    ResourceRequest, Updated,
 };
 use stackflow_providers::router::{Routed, Router};
 use tokio::sync::{Semaphore, watch};
@@ -156,6 +157,9 @@ struct CloudInner {
     scripts: Vec<Script>,
     /// (logical id, property) pairs whose change the cloud refuses to make in place.
     not_updatable: Vec<(String, String)>,
+    /// Set by [`FakeCloud::forget_tokens`]: a create of a topic name that exists is
+    /// refused whatever stack made it.
+    by_name: bool,
     next: u64,
 }
 
@@ -229,10 +233,30 @@ impl FakeCloud {
             .world
             .values()
             .any(|t| {
-                t.stack != request.stack_name
+                (inner.by_name || t.stack != request.stack_name)
                     && t.properties.get("TopicName") == request.properties.get("TopicName")
             })
             .then(|| name.to_string())
+    }
+
+    /// Forgets what every create token made, as a provider that creates by name (no
+    /// token) does: from now on a create of a topic name that exists is refused, even
+    /// when this stack made it, and only an import by the name finds it.
+    pub fn forget_tokens(&self) {
+        let mut inner = self.lock();
+        inner.tokens.clear();
+        inner.by_name = true;
+    }
+
+    /// Sets the properties of the resource `physical_id` (a change made outside stackflow,
+    /// or a create that stopped half way).
+    pub fn set_properties(&self, physical_id: &str, properties: Value) {
+        let Value::Object(properties) = properties else {
+            panic!("properties are an object");
+        };
+        let mut inner = self.lock();
+        let thing = inner.world.get_mut(physical_id).expect("a resource");
+        thing.properties = properties;
     }
 
     /// An empty cloud.
@@ -605,6 +629,46 @@ impl Provider for FakeCloud {
         Box::pin(async move {
             self.before(Op::Delete, request).await?;
             self.do_delete(request)
+        })
+    }
+
+    /// Finds a topic by its `TopicName` (or the explicit physical id).
+    fn import<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let found = inner
+                .world
+                .iter()
+                .find(|(id, t)| match &request.physical_id {
+                    Some(explicit) => *id == explicit,
+                    None => {
+                        request.properties.contains_key("TopicName")
+                            && t.properties.get("TopicName") == request.properties.get("TopicName")
+                    }
+                });
+            Ok(match found {
+                Some((id, _)) => Imported::Found {
+                    physical_id: id.clone(),
+                    attributes: attributes_of(id),
+                },
+                None => Imported::NotDeployedYet,
+            })
+        })
+    }
+
+    fn read_current_state<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
+        Box::pin(async move {
+            let id = request.require_physical_id()?;
+            Ok(match self.lock().world.get(id) {
+                Some(thing) => CurrentState::Found(thing.properties.clone()),
+                None => CurrentState::NotFound,
+            })
         })
     }
 }
