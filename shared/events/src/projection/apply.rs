@@ -9,7 +9,9 @@ use super::{
     DeployStatus, Journal, JournalEntry, JournalStep, LastDeploy, PendingIntent, Predecessor,
     ResourceState, StackState, pending_key,
 };
-use crate::event::{Baseline, ErrorInfo, Event, Holder, Operation, ResourceRecord, StoredEvent};
+use crate::event::{
+    Baseline, ErrorInfo, Event, Holder, Operation, RefusalCause, ResourceRecord, StoredEvent,
+};
 
 impl StackState {
     /// Applies one event. Total: it never fails and never panics.
@@ -333,8 +335,9 @@ impl StackState {
         self.resources.insert(id, new);
     }
 
-    /// `ResourceUpdated`: the resource as updated, keeping its import mark and (unless
-    /// the update decided anew) its baseline; the update is journaled.
+    /// `ResourceUpdated`: the resource as updated, keeping its import mark; its baseline
+    /// is the update's own decision, else [`baseline_after_update`]. The update is
+    /// journaled.
     fn resource_updated(
         &mut self,
         seq: u64,
@@ -348,9 +351,8 @@ impl StackState {
         let previous = self.resources.get(&id).cloned();
         if let Some(prev) = &previous {
             new.imported = prev.imported;
-            // A refusal is kept unless the update brought a baseline decision.
             if new.baseline.is_none() {
-                new.baseline = prev.baseline.clone();
+                new.baseline = baseline_after_update(prev.baseline.as_ref());
             }
         }
         if let (Some(j), Some(prev)) = (self.journal_for(deploy_id), previous) {
@@ -409,5 +411,21 @@ impl StackState {
         let mut r = ResourceState::from_record(resource, Some(baseline.clone()));
         r.imported = true;
         self.resources.insert(resource.logical_id.clone(), r);
+    }
+}
+
+/// The baseline of a resource after an in-place update that did not decide one itself:
+/// an `unverifiable-parameter` refusal stays (the update bound the same parameter
+/// Default, which it did not necessarily write to AWS); an `incomplete-resolution`
+/// refusal clears (the record was rebuilt from the template); a recorded baseline is
+/// obsolete (the `BaselineRecorded` read after the update follows).
+fn baseline_after_update(previous: Option<&Baseline>) -> Option<Baseline> {
+    match previous {
+        Some(
+            b @ Baseline::Refused {
+                cause: RefusalCause::UnverifiableParameter,
+            },
+        ) => Some(b.clone()),
+        _ => None,
     }
 }

@@ -20,20 +20,27 @@ fn scrub(m: &mut Map<String, Value>, pointer: &str) {
 
 impl StackState {
     /// `BaselineRecorded` and `BaselineRefreshed`: the resource's baseline (or refusal)
-    /// is the one given.
+    /// is the one given, except that observed properties never replace a refusal: only
+    /// a create, update, replace or import decides a refusal away (every writer of a
+    /// baseline checks this too; the fold makes it hold for any log).
     pub(super) fn baseline_set(&mut self, logical_id: &str, baseline: &Baseline) {
         if let Some(r) = self.resources.get_mut(logical_id) {
-            r.baseline = Some(baseline.clone());
+            let refused = matches!(r.baseline, Some(Baseline::Refused { .. }));
+            if !(refused && matches!(baseline, Baseline::Recorded { .. })) {
+                r.baseline = Some(baseline.clone());
+            }
         }
     }
 
-    /// `BaselineAccepted`: the observed properties become the resource's baseline.
+    /// `BaselineAccepted`: the observed properties become the resource's baseline,
+    /// unless its baseline is refused.
     pub(super) fn baseline_accepted(&mut self, logical_id: &str, observed: &Map<String, Value>) {
-        if let Some(r) = self.resources.get_mut(logical_id) {
-            r.baseline = Some(Baseline::Recorded {
+        self.baseline_set(
+            logical_id,
+            &Baseline::Recorded {
                 observed: observed.clone(),
-            });
-        }
+            },
+        );
     }
 
     /// `DriftChecked`: the results of the last check.

@@ -875,3 +875,86 @@ fn operation_names_are_their_serialized_form() {
         assert_eq!(serde_json::to_value(op).unwrap(), json!(op.as_str()));
     }
 }
+
+fn refused(cause: RefusalCause) -> Baseline {
+    Baseline::Refused { cause }
+}
+
+fn observed(v: serde_json::Value) -> Baseline {
+    Baseline::Recorded {
+        observed: v.as_object().unwrap().clone(),
+    }
+}
+
+fn updated(d: &str, r: ResourceRecord) -> Event {
+    Event::ResourceUpdated {
+        deploy_id: d.into(),
+        resource: r,
+        previous_properties: Default::default(),
+        baseline: None,
+    }
+}
+
+/// Seed 003's clearing rules: an in-place update clears `incomplete-resolution` and
+/// keeps `unverifiable-parameter`; a replacement clears both; a baseline read never
+/// replaces a refusal; a recorded baseline is obsolete after an update.
+#[test]
+fn refusals_clear_as_the_seed_says() {
+    for (cause, kept_by_update) in [
+        (RefusalCause::IncompleteResolution, false),
+        (RefusalCause::UnverifiableParameter, true),
+    ] {
+        let mut log = Log::default();
+        log.push(Event::ResourceImported {
+            import_id: "i1".into(),
+            resource: record("A", "a-1", &[]),
+            baseline: refused(cause),
+        })
+        .push(Event::BaselineRecorded {
+            logical_id: "A".into(),
+            baseline: observed(json!({"QueueName": "a-1"})),
+        });
+        assert_eq!(
+            log.state().resources["A"].refused(),
+            Some(cause),
+            "a read never clears it"
+        );
+        log.push(Event::BaselineAccepted {
+            logical_id: "A".into(),
+            observed: json!({"QueueName": "a-1"}).as_object().unwrap().clone(),
+        });
+        assert_eq!(
+            log.state().resources["A"].refused(),
+            Some(cause),
+            "nor does --accept"
+        );
+        log.push(started("d1"))
+            .push(updated("d1", record("A", "a-1", &[])));
+        let after_update = log.state().resources["A"].refused();
+        assert_eq!(after_update, kept_by_update.then_some(cause), "{cause:?}");
+        log.push(Event::ResourceCreated {
+            deploy_id: "d1".into(),
+            resource: record("A", "a-2", &[]),
+            replaces: Some("a-1".into()),
+            baseline: None,
+        });
+        assert_eq!(
+            log.state().resources["A"].refused(),
+            None,
+            "a replacement clears {cause:?}"
+        );
+    }
+    let mut log = Log::default();
+    log.push(started("d1"))
+        .push(created("d1", record("A", "a-1", &[])))
+        .push(Event::BaselineRecorded {
+            logical_id: "A".into(),
+            baseline: observed(json!({"QueueName": "a-1"})),
+        })
+        .push(updated("d1", record("A", "a-1", &[])));
+    assert_eq!(
+        log.state().resources["A"].baseline,
+        None,
+        "obsolete after the update"
+    );
+}
