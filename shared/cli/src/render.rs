@@ -163,7 +163,7 @@ fn resources(out: &mut String, s: &StackState) {
         );
         match &r.baseline {
             Some(Baseline::Refused { cause }) => {
-                let _ = writeln!(out, "      ObservedBaseline: REFUSED ({cause:?})");
+                let _ = writeln!(out, "      ObservedBaseline: REFUSED ({})", cause.as_str());
             }
             Some(Baseline::Recorded { observed }) => {
                 let _ = writeln!(out, "      ObservedBaseline: {} properties", observed.len());

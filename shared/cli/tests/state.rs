@@ -212,7 +212,7 @@ async fn state_show_events_and_unlock() {
         "{s}"
     );
     assert!(
-        s.contains("ObservedBaseline: REFUSED (IncompleteResolution)"),
+        s.contains("ObservedBaseline: REFUSED (incomplete-resolution)"),
         "{s}"
     );
     assert!(s.contains("Locked by tester@host (deploy d2"), "{s}");

@@ -84,6 +84,17 @@ pub enum RefusalCause {
     UnverifiableParameter,
 }
 
+impl RefusalCause {
+    /// The cause as the seeds and `state show` spell it: `incomplete-resolution`,
+    /// `unverifiable-parameter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCause::IncompleteResolution => "incomplete-resolution",
+            RefusalCause::UnverifiableParameter => "unverifiable-parameter",
+        }
+    }
+}
+
 /// A drift baseline: what AWS held after the last create, update or import, or why none
 /// was recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -159,7 +159,44 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sfn::tasks::{ERROR_NAMES, TASK_NAMES};
+    use crate::sfn::tasks::{DeployRef, ERROR_NAMES, Item, ItemResult, Phase, TASK_NAMES};
+    use stackflow_events::event::ErrorInfo;
+
+    /// Step Functions' payload limit (a state's input or output, a task's result).
+    const LIMIT: usize = 256 * 1024;
+
+    /// The value at a reference path (`$`, `$.a.b`) of `v`.
+    fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+        let rest = path.strip_prefix('$').expect("a path starts with $");
+        rest.split('.')
+            .filter(|k| !k.is_empty())
+            .fold(v, |v, k| &v[k])
+    }
+
+    /// A `Map`'s `ItemSelector` applied to `input` for the item `value`.
+    fn select(selector: &Value, input: &Value, value: &Value) -> Value {
+        let mut out = serde_json::Map::new();
+        for (key, v) in selector.as_object().expect("an object") {
+            match key.strip_suffix(".$") {
+                Some(name) => {
+                    let path = v.as_str().unwrap();
+                    let got = match path.strip_prefix("$$.Map.Item.Value") {
+                        Some(_) => value.clone(),
+                        None => at(input, path).clone(),
+                    };
+                    out.insert(name.to_string(), got);
+                }
+                None => {
+                    out.insert(key.clone(), v.clone());
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
+    fn size(v: &impl serde::Serialize) -> usize {
+        serde_json::to_vec(v).unwrap().len()
+    }
 
     #[test]
     fn every_task_named_exists_and_every_error_matched_can_be_returned() {
@@ -213,5 +250,76 @@ mod tests {
         assert_eq!(act["HeartbeatSeconds"], json!(20));
         let lambda = render(DEPLOY, &Target::Lambda(arns)).unwrap();
         assert!(lambda.contains(LAMBDA_CALLBACK));
+    }
+
+    /// A stack of 2,000 resources with 60-character logical ids: Plan's output, each
+    /// iteration's input, every iteration's result as the `Map` collects it, and the
+    /// state after the `Map` all stay under 256 KB.
+    #[test]
+    fn payloads_of_a_2000_resource_stack_stay_under_256_kb() {
+        let ids: Vec<String> = (0..2000).map(|i| format!("Resource{i:0>52}")).collect();
+        assert!(ids.iter().all(|i| i.len() == 60));
+        let plan = DeployRef {
+            stack: "s".repeat(128),
+            deploy_id: "d-20260315093012-4f2a9c1e".into(),
+            no_changes: false,
+            failed: false,
+            items: ids.clone(),
+        };
+        let plan_out = serde_json::to_value(&plan).unwrap();
+        assert!(
+            size(&plan_out) < LIMIT,
+            "Plan's output: {}",
+            size(&plan_out)
+        );
+        let v: Value = serde_json::from_str(DEPLOY).unwrap();
+        for (map, act, phase, results) in [
+            ("Provision", "Act", Phase::Provision, "provisioned"),
+            ("Cleanup", "Delete", Phase::Cleanup, "cleaned"),
+        ] {
+            let m = &v["States"][map];
+            // Each iteration's input is the handler's `Item`, built from a plain id.
+            let one = select(&m["ItemSelector"], &plan_out, &json!(ids[7]));
+            let item: Item = serde_json::from_value(one).unwrap();
+            assert_eq!((item.id.as_str(), item.phase), (ids[7].as_str(), phase));
+            assert_eq!(item.deploy_id, plan.deploy_id);
+            // The largest result an action has: a failure with a long message.
+            let worst = ItemResult {
+                id: ids[0].clone(),
+                outcome: "not-started".into(),
+                error: Some(ErrorInfo {
+                    name: "InvalidRequest".into(),
+                    message: "x".repeat(4000),
+                }),
+            };
+            let path = m["Iterator"]["States"][act]["OutputPath"]
+                .as_str()
+                .unwrap_or("$");
+            let kept = at(&serde_json::to_value(&worst).unwrap(), path).clone();
+            let collected = Value::Array(vec![kept; ids.len()]);
+            assert!(
+                size(&collected) < LIMIT,
+                "{map} collects {}",
+                size(&collected)
+            );
+            // The `Map` keeps a count of them, beside its input.
+            assert_eq!(
+                m["ResultSelector"],
+                json!({"count.$": "States.ArrayLength($)"})
+            );
+            assert_eq!(m["ResultPath"], json!(format!("$.{results}")));
+            let mut after = plan_out.clone();
+            after[results] = json!({"count": ids.len()});
+            assert!(size(&after) < LIMIT, "after {map}: {}", size(&after));
+            println!(
+                "{map}: Plan output {} B ({:.1} B per resource), collected results {} B \
+                 ({:.1} B per resource), state after the Map {} B",
+                size(&plan_out),
+                size(&plan_out) as f64 / ids.len() as f64,
+                size(&collected),
+                size(&collected) as f64 / ids.len() as f64,
+                size(&after)
+            );
+        }
     }
 }
