@@ -53,7 +53,7 @@ impl Phase {
     }
 }
 
-/// One action of a `Map` iteration.
+/// One action of a `Map` iteration, as the `Map`'s `ItemSelector` builds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Item {
@@ -81,9 +81,12 @@ pub struct DeployRef {
     /// True when an action failed.
     #[serde(default)]
     pub failed: bool,
-    /// The next `Map`'s items.
+    /// The next `Map`'s items: action ids only (a logical id, or `predecessor:<physical
+    /// id>` in cleanup). The `Map`'s `ItemSelector` makes each iteration's [`Item`] from
+    /// one of them and this document's stack and deploy id, so that a stack of 2,000
+    /// resources stays well under Step Functions' 256 KB payload limit.
     #[serde(default)]
-    pub items: Vec<Item>,
+    pub items: Vec<String>,
 }
 
 /// What an item's task did.

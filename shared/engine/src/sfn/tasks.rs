@@ -106,15 +106,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             deploy_id: d.deploy_id.clone(),
             no_changes: false,
             failed: false,
-            items: tasks
-                .iter()
-                .map(|t| Item {
-                    stack: req.stack.clone(),
-                    deploy_id: d.deploy_id.clone(),
-                    id: t.id.clone(),
-                    phase: Phase::Provision,
-                })
-                .collect(),
+            items: tasks.iter().map(|t| t.id.clone()).collect(),
         })
     }
 
@@ -140,6 +132,8 @@ impl<S: EventStore + 'static> Tasks<S> {
                 )
                 .await?;
                 self.open_dependents(item).await?;
+                // The baseline read runs after the dependents are released.
+                d.observations.settle().await;
                 let (outcome, reason) = match &done {
                     Done::Retained(r) | Done::Skipped(r) => (done.word(), Some(r.clone())),
                     _ => (done.word(), None),
@@ -204,15 +198,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         self.put_graph(&r.stack, &r.deploy_id, Phase::Cleanup, &ordered)
             .await?;
         Ok(DeployRef {
-            items: ordered
-                .iter()
-                .map(|t| Item {
-                    stack: r.stack.clone(),
-                    deploy_id: r.deploy_id.clone(),
-                    id: t.id.clone(),
-                    phase: Phase::Cleanup,
-                })
-                .collect(),
+            items: ordered.iter().map(|t| t.id.clone()).collect(),
             failed: false,
             ..r
         })
