@@ -222,6 +222,65 @@ mod tests {
         }
     }
 
+    /// Every `Task` state of every definition, by definition and state name.
+    fn tasks() -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for (name, def) in ALL {
+            let mut v: Value = serde_json::from_str(def).unwrap();
+            walk_states(&mut v, &mut |state| {
+                if state.get("Type").and_then(Value::as_str) == Some("Task") {
+                    out.push((name.to_string(), Value::Object(state.clone())));
+                }
+            });
+        }
+        out
+    }
+
+    /// The errors a task's `Retry` matches.
+    fn retried(task: &Value) -> BTreeSet<String> {
+        task["Retry"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r["ErrorEquals"].as_array().cloned().unwrap_or_default())
+            .filter_map(|e| e.as_str().map(String::from))
+            .collect()
+    }
+
+    fn is_gate(task: &Value) -> bool {
+        task["Resource"] == json!(LAMBDA_CALLBACK)
+    }
+
+    /// The handlers are idempotent (a retried call replays with the same token), so every
+    /// task retries Lambda's transient errors, a sandbox that timed out, and (every task
+    /// that runs a handler to its end) a task that ran past its `TimeoutSeconds`.
+    #[test]
+    fn every_task_retries_lambdas_transient_errors_and_timeouts() {
+        let all = tasks();
+        assert!(all.len() >= 10, "{}", all.len());
+        for (def, task) in all {
+            let retried = retried(&task);
+            for e in [
+                "Stackflow.Store",
+                "Stackflow.Aws",
+                "Lambda.ServiceException",
+                "Lambda.SdkClientException",
+                "Lambda.TooManyRequestsException",
+                "Sandbox.Timedout",
+            ] {
+                assert!(
+                    retried.contains(e),
+                    "{def}: a task does not retry {e}: {task}"
+                );
+            }
+            if !is_gate(&task) {
+                assert!(retried.contains("States.Timeout"), "{def}: {task}");
+                // Within Lambda's 15 minutes: a timeout is its own, and retried.
+                assert_eq!(task["TimeoutSeconds"], json!(900), "{def}: {task}");
+            }
+        }
+    }
+
     #[test]
     fn activity_rendering_turns_gates_into_activities() {
         let arns: BTreeMap<String, String> = TASK_NAMES
