@@ -23,66 +23,84 @@ pub struct Graph {
     dependents: Vec<BTreeSet<usize>>,
 }
 
-/// Adds to `out` the resources that `v` refers to.
-pub fn references(
-    v: &Value,
-    template: &Template,
+/// One thing a template expression names, as [`visit_references`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named<'v> {
+    /// `Ref` of a name: a parameter, a pseudo parameter or a resource.
+    Ref(&'v str),
+    /// The resource an `Fn::GetAtt` reads.
+    GetAtt(&'v str),
+    /// A variable of an `Fn::Sub` string that its variable map does not define: `X`
+    /// (a parameter, a pseudo parameter or a resource) or `X.Attr`.
+    SubVariable(String),
+    /// The condition an `Fn::If` tests, or the operand `{"Condition": name}`.
+    Condition(&'v str),
+    /// An intrinsic function (`Ref`, or a key starting with `Fn::`), whatever its
+    /// arguments; reported before what its arguments name.
+    Function(&'v str),
+    /// An intrinsic function whose arguments could not be read for names: an `Fn::Sub`
+    /// whose text does not parse or is not a string, a `Ref` of something not a string.
+    Unreadable(&'v str),
+}
+
+/// Reports to `visit` everything `v` names (see [`Named`]), walking every object and
+/// list. The untaken branch of an `Fn::If` whose condition `conditions` gives is not
+/// walked; with an unknown condition both branches are.
+pub fn visit_references<'v>(
+    v: &'v Value,
     conditions: &IndexMap<String, bool>,
-    out: &mut BTreeSet<String>,
+    visit: &mut dyn FnMut(Named<'v>),
 ) {
     match v {
         Value::Object(m) if m.len() == 1 => {
             let (k, arg) = m.iter().next().expect("one entry");
+            if k == "Ref" || k.starts_with("Fn::") {
+                visit(Named::Function(k));
+            }
             match (k.as_str(), arg) {
-                ("Ref", Value::String(name)) => {
-                    if template.resources.contains_key(name) {
-                        out.insert(name.clone());
-                    }
+                ("Ref", Value::String(name)) => visit(Named::Ref(name)),
+                ("Ref", arg) => {
+                    visit(Named::Unreadable(k));
+                    visit_references(arg, conditions, visit);
                 }
+                ("Condition", Value::String(name)) => visit(Named::Condition(name)),
                 ("Fn::GetAtt", Value::String(s)) => {
-                    let res = s.split_once('.').map_or(s.as_str(), |(r, _)| r);
-                    if template.resources.contains_key(res) {
-                        out.insert(res.to_string());
-                    }
+                    visit(Named::GetAtt(
+                        s.split_once('.').map_or(s.as_str(), |(r, _)| r),
+                    ));
                 }
                 ("Fn::GetAtt", Value::Array(items)) => {
-                    if let Some(Value::String(res)) = items.first()
-                        && template.resources.contains_key(res)
-                    {
-                        out.insert(res.clone());
+                    if let Some(Value::String(res)) = items.first() {
+                        visit(Named::GetAtt(res));
                     }
                     for item in items.iter().skip(1) {
-                        references(item, template, conditions, out);
+                        visit_references(item, conditions, visit);
                     }
                 }
-                ("Fn::Sub", arg) => sub_references(arg, template, conditions, out),
+                ("Fn::Sub", arg) => visit_sub(k, arg, conditions, visit),
                 ("Fn::If", Value::Array(items)) if items.len() == 3 => {
-                    if_references(items, template, conditions, out)
+                    visit_if(items, conditions, visit)
                 }
-                (_, arg) => references(arg, template, conditions, out),
+                (_, arg) => visit_references(arg, conditions, visit),
             }
         }
-        Value::Object(m) => {
-            for v in m.values() {
-                references(v, template, conditions, out);
-            }
-        }
-        Value::Array(items) => {
-            for v in items {
-                references(v, template, conditions, out);
-            }
-        }
+        Value::Object(m) => m
+            .values()
+            .for_each(|v| visit_references(v, conditions, visit)),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|v| visit_references(v, conditions, visit)),
         _ => {}
     }
 }
 
-/// The references of an `Fn::Sub`: its variable map's values, and the resources its
-/// `${X}` and `${X.Attr}` variables name (unless the variable map defines them).
-fn sub_references(
-    arg: &Value,
-    template: &Template,
+/// What an `Fn::Sub` names: its variable map's values, and its `${X}` and `${X.Attr}`
+/// variables that the variable map does not define.
+fn visit_sub<'v>(
+    key: &'v str,
+    arg: &'v Value,
     conditions: &IndexMap<String, bool>,
-    out: &mut BTreeSet<String>,
+    visit: &mut dyn FnMut(Named<'v>),
 ) {
     let (text, vars) = match arg {
         Value::String(s) => (Some(s.as_str()), None),
@@ -91,45 +109,63 @@ fn sub_references(
     };
     if let Some(vars) = vars {
         for v in vars.values() {
-            references(v, template, conditions, out);
+            visit_references(v, conditions, visit);
         }
     }
-    if let Some(Ok(parts)) = text.map(parse_sub) {
-        for part in parts {
-            if let SubPart::Var(name) = part {
-                if vars.is_some_and(|m| m.contains_key(&name)) {
-                    continue;
-                }
-                let res = name.split_once('.').map_or(name.as_str(), |(r, _)| r);
-                if template.resources.contains_key(res) {
-                    out.insert(res.to_string());
+    match text.map(parse_sub) {
+        Some(Ok(parts)) => {
+            for part in parts {
+                if let SubPart::Var(name) = part
+                    && !vars.is_some_and(|m| m.contains_key(&name))
+                {
+                    visit(Named::SubVariable(name));
                 }
             }
+        }
+        _ => visit(Named::Unreadable(key)),
+    }
+}
+
+/// What an `Fn::If` (`[condition, then, else]`) names: its condition, and the taken
+/// branch's names, or both branches' when the condition is unknown.
+fn visit_if<'v>(
+    items: &'v [Value],
+    conditions: &IndexMap<String, bool>,
+    visit: &mut dyn FnMut(Named<'v>),
+) {
+    match items[0].as_str() {
+        Some(c) => visit(Named::Condition(c)),
+        None => visit_references(&items[0], conditions, visit),
+    }
+    match items[0].as_str().and_then(|c| conditions.get(c)) {
+        Some(true) => visit_references(&items[1], conditions, visit),
+        Some(false) => visit_references(&items[2], conditions, visit),
+        // An unknown condition fails in the resolver; count both branches.
+        None => {
+            visit_references(&items[1], conditions, visit);
+            visit_references(&items[2], conditions, visit);
         }
     }
 }
 
-/// The references of an `Fn::If` (`[condition, then, else]`): the taken branch's, or both
-/// branches' when the condition is unknown.
-fn if_references(
-    items: &[Value],
+/// Adds to `out` the resources that `v` refers to: with `Ref`, `Fn::GetAtt` and the
+/// variables of `Fn::Sub` (see [`visit_references`]).
+pub fn references(
+    v: &Value,
     template: &Template,
     conditions: &IndexMap<String, bool>,
     out: &mut BTreeSet<String>,
 ) {
-    let branch = match items[0].as_str().and_then(|c| conditions.get(c)) {
-        Some(true) => Some(&items[1]),
-        Some(false) => Some(&items[2]),
-        // An unknown condition fails in the resolver; count both branches.
-        None => None,
-    };
-    match branch {
-        Some(b) => references(b, template, conditions, out),
-        None => {
-            references(&items[1], template, conditions, out);
-            references(&items[2], template, conditions, out);
+    visit_references(v, conditions, &mut |named| {
+        let res = match &named {
+            Named::Ref(name) | Named::GetAtt(name) => *name,
+            Named::SubVariable(name) => name.split_once('.').map_or(name.as_str(), |(r, _)| r),
+            _ => return,
+        };
+        if template.resources.contains_key(res) {
+            out.insert(res.to_string());
         }
-    }
+    });
 }
 
 /// Adds to `out` every `(resource, attribute)` pair that `v` reads with `Fn::GetAtt` or an
@@ -437,6 +473,55 @@ mod tests {
         assert_eq!(order.len(), 8);
         let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
         assert!(pos("A") < pos("B") && pos("B") < pos("C") && pos("C") < pos("D"));
+    }
+
+    #[test]
+    fn the_visitor_reports_every_name() {
+        let v = json!({
+            "A": {"Ref": "P"},
+            "B": {"Fn::GetAtt": ["R", {"Ref": "Attr"}]},
+            "C": {"Fn::Sub": ["${X}-${R.Arn}-${!Lit}-${V}", {"V": {"Ref": "Q"}}]},
+            "D": {"Fn::If": ["Cond", {"Ref": "Then"}, {"Ref": "Else"}]},
+            "E": {"Fn::Not": [{"Condition": "Other"}]},
+            "F": {"Fn::Transform": {"Name": "M"}},
+            "G": {"Fn::Sub": "${unclosed"},
+            "H": {"Ref": ["odd"]}
+        });
+        let mut seen = Vec::new();
+        visit_references(&v, &IndexMap::new(), &mut |n| seen.push(n));
+        let want = [
+            Named::Function("Ref"),
+            Named::Ref("P"),
+            Named::Function("Fn::GetAtt"),
+            Named::GetAtt("R"),
+            Named::Function("Ref"),
+            Named::Ref("Attr"),
+            Named::Function("Fn::Sub"),
+            Named::Function("Ref"),
+            Named::Ref("Q"),
+            Named::SubVariable("X".into()),
+            Named::SubVariable("R.Arn".into()),
+            Named::Function("Fn::If"),
+            Named::Condition("Cond"),
+            Named::Function("Ref"),
+            Named::Ref("Then"),
+            Named::Function("Ref"),
+            Named::Ref("Else"),
+            Named::Function("Fn::Not"),
+            Named::Condition("Other"),
+            Named::Function("Fn::Transform"),
+            Named::Function("Fn::Sub"),
+            Named::Unreadable("Fn::Sub"),
+            Named::Function("Ref"),
+            Named::Unreadable("Ref"),
+        ];
+        assert_eq!(seen, want);
+        // A known condition walks only the taken branch.
+        let mut taken = Vec::new();
+        let known: IndexMap<String, bool> = [("Cond".to_string(), false)].into_iter().collect();
+        visit_references(&v["D"], &known, &mut |n| taken.push(n));
+        assert!(taken.contains(&Named::Ref("Else")));
+        assert!(!taken.contains(&Named::Ref("Then")));
     }
 
     #[test]
