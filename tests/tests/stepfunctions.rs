@@ -110,10 +110,21 @@ async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
 
 impl Rig {
     fn worker(&self, name: &str) -> Worker<SqliteStore> {
+        self.worker_of(name, |_| true)
+    }
+
+    /// A worker that polls only the activities of the tasks `which` keeps.
+    fn worker_of(&self, name: &str, which: impl Fn(&str) -> bool) -> Worker<SqliteStore> {
+        let activities = self
+            .activities
+            .iter()
+            .filter(|(task, _)| which(task))
+            .map(|(t, a)| (t.clone(), a.clone()))
+            .collect();
         Worker {
             tasks: self.tasks.clone(),
             sfn: self.sfn.clone(),
-            activities: self.activities.clone(),
+            activities,
             name: name.to_string(),
             per_task: 8,
             heartbeat: Duration::from_secs(1),
@@ -156,8 +167,13 @@ impl Rig {
         machine: &str,
         execution_input: Value,
     ) -> (ExecutionStatus, Value, String, usize) {
-        let arn = self
-            .sfn
+        let arn = self.start(machine, execution_input).await;
+        self.wait_counted(&arn).await
+    }
+
+    /// Starts `machine`; its execution's ARN.
+    async fn start(&self, machine: &str, execution_input: Value) -> String {
+        self.sfn
             .start_execution()
             .state_machine_arn(&self.machines[machine])
             .name(unique_name("x"))
@@ -165,12 +181,16 @@ impl Rig {
             .send()
             .await
             .unwrap()
-            .execution_arn;
+            .execution_arn
+    }
+
+    /// Waits for the execution `arn` to end (at most 2 minutes).
+    async fn wait_counted(&self, arn: &str) -> (ExecutionStatus, Value, String, usize) {
         for _ in 0..1200 {
             let d = self
                 .sfn
                 .describe_execution()
-                .execution_arn(&arn)
+                .execution_arn(arn)
                 .send()
                 .await
                 .unwrap();
@@ -187,7 +207,7 @@ impl Rig {
                     let page = self
                         .sfn
                         .get_execution_history()
-                        .execution_arn(&arn)
+                        .execution_arn(arn)
                         .max_results(1000)
                         .set_next_token(next.clone())
                         .send()
@@ -207,7 +227,7 @@ impl Rig {
                     let h = self
                         .sfn
                         .get_execution_history()
-                        .execution_arn(&arn)
+                        .execution_arn(arn)
                         .max_results(1000)
                         .send()
                         .await
@@ -233,6 +253,13 @@ impl Rig {
     }
 
     async fn deploy_counted(&self, stack: &StackInput) -> (ExecutionStatus, Value, String, usize) {
+        let req = self.upload(stack, None).await;
+        self.run_counted("deploy", serde_json::to_value(req).unwrap())
+            .await
+    }
+
+    /// Uploads `stack`'s input: the deploy's execution input.
+    async fn upload(&self, stack: &StackInput, deploy_id: Option<String>) -> DeployRequest {
         let key = format!("inputs/{}/{}.json", stack.name, unique_name("in"));
         self.s3
             .put_object()
@@ -242,16 +269,14 @@ impl Rig {
             .send()
             .await
             .unwrap();
-        let req = DeployRequest {
+        DeployRequest {
             stack: stack.name.clone(),
             input_key: key,
             no_rollback: false,
             concurrency: 10,
-            deploy_id: None,
+            deploy_id,
             allow_stateful_replacement: false,
-        };
-        self.run_counted("deploy", serde_json::to_value(req).unwrap())
-            .await
+        }
     }
 
     async fn queue_exists(&self, url: &str) -> bool {
@@ -579,4 +604,96 @@ async fn a_killed_worker_is_replaced_and_nothing_is_made_twice() {
         .collect();
     recorded.sort();
     assert_eq!(urls, recorded);
+}
+
+/// A gate whose release was missed (here: the token the dependency's action finds in S3 is
+/// not the gate's any more) times out at its heartbeat, and its retry runs the gate
+/// handler again: it stores its new token, finds the dependency done and releases itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_missed_gate_release_heals_at_the_gates_heartbeat() {
+    let rig = rig_with(0, 2).await;
+    let stack = unique_name("SfnGate");
+    let t = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}}
+        }
+    }));
+    let deploy_id = unique_name("d").to_lowercase();
+    let req = rig.upload(&input(&stack, t), Some(deploy_id.clone())).await;
+    // Everything runs but the actions: B's gate stores its token and waits for A.
+    let (_keep, rx) = watch::channel(false);
+    let first = tokio::spawn(rig.worker_of("first", |t| t != "Provision").run(rx.clone()));
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let gate = format!("deploys/{stack}/{deploy_id}/gates/provision/B");
+    let mut stored = false;
+    for _ in 0..600 {
+        let head = rig
+            .s3
+            .head_object()
+            .bucket(&rig.bucket)
+            .key(&gate)
+            .send()
+            .await;
+        if head.is_ok() {
+            stored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stored, "B's gate stored its token");
+    // No gate runs again until A is done; the release of B is missed: A's action finds
+    // a token that is not B's.
+    first.abort();
+    let ends = tokio::spawn(
+        rig.worker_of("ends", |t| t != "Provision" && t != "Gate")
+            .run(rx.clone()),
+    );
+    rig.s3
+        .put_object()
+        .bucket(&rig.bucket)
+        .key(&gate)
+        .body(b"not-a-task-token".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let acts = tokio::spawn(rig.worker_of("acts", |t| t == "Provision").run(rx.clone()));
+    let stream = StreamId::new("us-east-1", &stack);
+    let mut a_done = false;
+    for _ in 0..600 {
+        let s = load_state(rig.store.as_ref(), &stream).await.unwrap();
+        if s.resources.contains_key("A") {
+            a_done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(a_done, "A was created");
+    // Its gate's next heartbeat re-check runs the gate handler again.
+    let gates = tokio::spawn(rig.worker_of("gates", |t| t == "Gate").run(rx));
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    for w in [ends, acts, gates] {
+        w.abort();
+    }
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let state = load_state(rig.store.as_ref(), &StreamId::new("us-east-1", &stack))
+        .await
+        .unwrap();
+    assert_eq!(state.resources.len(), 2);
+    let again = rig
+        .s3
+        .get_object()
+        .bucket(&rig.bucket)
+        .key(&gate)
+        .send()
+        .await
+        .unwrap();
+    let token = again.body.collect().await.unwrap().into_bytes();
+    assert_ne!(
+        &token[..],
+        b"not-a-task-token",
+        "the gate ran again and stored its new token"
+    );
 }

@@ -6,7 +6,7 @@
 //! [`render`] fills the placeholders; with [`Target::Activities`] it also turns each gate
 //! into a plain activity task (an activity hands its worker a task token of its own), and
 //! gives every task a heartbeat so that a task whose worker died is retried by another
-//! (a gate, which waits without running, gets a bounded wait that is retried instead).
+//! (a gate keeps its own heartbeat re-check, at the worker's heartbeat).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,9 +25,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("destroy", DESTROY),
     ("rollback", ROLLBACK),
 ];
-
-/// How long an activity gate waits before it registers again (see [`render`]).
-pub const GATE_WAIT_SECONDS: u32 = 300;
 
 /// The gate resource of the production definitions.
 pub const LAMBDA_CALLBACK: &str = "arn:aws:states:::lambda:invoke.waitForTaskToken";
@@ -125,19 +122,19 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
                     .unwrap_or(Value::Null);
                 state.insert("Resource".into(), function);
                 state.remove("Parameters");
-                // Nobody heartbeats a waiting gate: its token sits in S3. A bounded wait,
-                // retried, re-registers the gate should its worker have died before
-                // storing the token.
-                state.insert("TimeoutSeconds".into(), json!(GATE_WAIT_SECONDS));
-            } else {
+                // A gate keeps its own re-check (its heartbeat timeout, retried), here at
+                // the worker's heartbeat: nobody heartbeats a waiting gate.
                 state.insert("HeartbeatSeconds".into(), json!(heartbeat));
+                return;
             }
+            state.insert("HeartbeatSeconds".into(), json!(heartbeat));
+            // A silent worker (it died) times the task out: another one runs it again.
             let retry = state.entry("Retry").or_insert_with(|| Value::Array(vec![]));
             if let Some(rules) = retry.as_array_mut() {
                 rules.push(json!({
-                    "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
+                    "ErrorEquals": ["States.HeartbeatTimeout"],
                     "IntervalSeconds": 1,
-                    "MaxAttempts": if gate { 100 } else { 5 },
+                    "MaxAttempts": 5,
                     "BackoffRate": 1
                 }));
             }
@@ -281,6 +278,30 @@ mod tests {
         }
     }
 
+    /// A gate nobody released times out at its heartbeat and is retried: the gate handler
+    /// runs again, looks at its dependencies' markers again and stores its new token. The
+    /// retries bound the whole wait to `TimeoutSeconds`; a gate's `States.Timeout` is that
+    /// bound, and is not retried.
+    #[test]
+    fn a_gate_rechecks_at_its_heartbeat_within_a_bounded_wait() {
+        let gates: Vec<(String, Value)> = tasks().into_iter().filter(|t| is_gate(&t.1)).collect();
+        assert_eq!(gates.len(), 2, "the provision and cleanup gates");
+        for (def, gate) in gates {
+            let heartbeat = gate["HeartbeatSeconds"].as_u64().expect("a heartbeat");
+            let timeout = gate["TimeoutSeconds"].as_u64().expect("a timeout");
+            assert!(heartbeat <= 300, "{def}: {gate}");
+            let rechecks = gate["Retry"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["ErrorEquals"] == json!(["States.HeartbeatTimeout"]))
+                .unwrap_or_else(|| panic!("{def}: no heartbeat re-check: {gate}"));
+            let attempts = rechecks["MaxAttempts"].as_u64().unwrap();
+            assert_eq!((attempts + 1) * heartbeat, timeout, "{def}: {gate}");
+            assert!(!retried(&gate).contains("States.Timeout"), "{def}: {gate}");
+        }
+    }
+
     #[test]
     fn activity_rendering_turns_gates_into_activities() {
         let arns: BTreeMap<String, String> = TASK_NAMES
@@ -303,8 +324,8 @@ mod tests {
             json!("arn:aws:states:us-east-1:1:activity:x-Gate")
         );
         assert!(gate.get("Parameters").is_none());
-        assert!(gate.get("HeartbeatSeconds").is_none());
-        assert_eq!(gate["TimeoutSeconds"], json!(GATE_WAIT_SECONDS));
+        assert_eq!(gate["HeartbeatSeconds"], json!(20));
+        assert!(retried(gate).contains("States.HeartbeatTimeout"));
         let act = &v["States"]["Provision"]["Iterator"]["States"]["Act"];
         assert_eq!(act["HeartbeatSeconds"], json!(20));
         let lambda = render(DEPLOY, &Target::Lambda(arns)).unwrap();

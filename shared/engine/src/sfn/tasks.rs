@@ -80,7 +80,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         let mut options = DeployOptions::new();
         options.no_rollback = req.no_rollback;
         options.concurrency = req.concurrency.max(1);
-        options.deploy_id = req.deploy_id.clone();
+        options.deploy_id = Some(deploy_id_of(&req));
         options.allow_stateful_replacement = req.allow_stateful_replacement;
         let (deployment, report) = Deployment::begin(self.engine.clone(), input, options).await?;
         let Some(d) = deployment else {
@@ -304,6 +304,21 @@ impl<S: EventStore + 'static> Tasks<S> {
     }
 }
 
+/// The deploy id of an execution: the one its input names (the CLI names the execution
+/// after it, and Step Functions refuses a name used in the last 90 days, so it is one
+/// execution's), else one derived from the input's key (each deploy uploads its own), so
+/// that a retried Plan, or a redriven execution, is the same deploy and not a second one
+/// that finds the stack locked by the first.
+pub fn deploy_id_of(req: &DeployRequest) -> String {
+    use sha2::{Digest, Sha256};
+    if let Some(id) = &req.deploy_id {
+        return id.clone();
+    }
+    let digest = Sha256::digest(format!("{}\n{}", req.stack, req.input_key).as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("d-{hex}")
+}
+
 /// `tasks` in an order where every task comes after the tasks it waits for (ties keep
 /// their order), so that a `Map` that starts items in order never waits on a later one.
 pub fn topological(tasks: &[Task]) -> Vec<Task> {
@@ -337,6 +352,25 @@ mod tests {
         ];
         let ids: Vec<String> = topological(&tasks).into_iter().map(|t| t.id).collect();
         assert_eq!(ids, vec!["A", "B", "C", "D"]);
+    }
+
+    #[test]
+    fn a_deploy_without_an_id_gets_the_same_one_on_every_attempt() {
+        let req: DeployRequest =
+            serde_json::from_value(serde_json::json!({"stack":"app","inputKey":"inputs/app/1"}))
+                .unwrap();
+        assert_eq!(deploy_id_of(&req), deploy_id_of(&req.clone()));
+        assert!(deploy_id_of(&req).starts_with("d-"));
+        let other = DeployRequest {
+            input_key: "inputs/app/2".into(),
+            ..req.clone()
+        };
+        assert_ne!(deploy_id_of(&req), deploy_id_of(&other));
+        let named = DeployRequest {
+            deploy_id: Some("d-1".into()),
+            ..req
+        };
+        assert_eq!(deploy_id_of(&named), "d-1");
     }
 
     #[test]
