@@ -5,6 +5,7 @@
 //! dynamic references, the state of deployed resources) come in through small traits.
 
 pub mod cidr;
+pub mod drift;
 pub mod dynref;
 pub mod error;
 pub mod graph;
