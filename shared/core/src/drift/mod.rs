@@ -1,6 +1,5 @@
 //! Drift: the baseline recorded from what AWS returns, its comparison with what AWS holds
-//! later, accepting AWS's values as the new baseline, and which resources depend on
-//! parameters whose deployed values cannot be proven.
+//! later, and accepting AWS's values as the new baseline.
 //!
 //! Everything here is pure: the engine reads AWS (`read_current_state`, in the shape of
 //! the template's properties) and passes the answers in.
@@ -17,8 +16,10 @@
 //!   or that `stackflow scrub` emptied.
 //!
 //! [`observed_baseline`] never copies what AWS returns at such a position;
-//! and [`compare`] never shows it (every [`Difference`] carries values safe to print).
+//! [`compare`] never shows it (every [`Difference`] carries values safe to print); and
+//! [`accept`] builds the new baseline through [`observed_baseline`] again.
 
+mod accept;
 mod compare;
 mod markers;
 mod normalize;
@@ -32,6 +33,7 @@ mod tests;
 
 use serde_json::{Map, Value};
 
+pub use accept::{AcceptRefused, accept};
 pub use compare::compare;
 pub use markers::masked_positions;
 pub use observe::observed_baseline;
@@ -84,7 +86,7 @@ pub struct Comparison {
     /// In sync, drifted or not compared.
     pub classification: Classification,
     /// Every masked position the comparison met (pointers into the baseline), also when
-    /// the resource drifted, so that a caller can tell whether a difference touches one.
+    /// the resource drifted, so that [`accept`] can tell whether a difference touches one.
     pub masked: Vec<String>,
     /// The write-only positions (pointers) that were skipped: AWS never returns them.
     pub not_compared_write_only: Vec<String>,
@@ -117,4 +119,14 @@ impl Comparison {
             _ => &[],
         }
     }
+}
+
+/// True when pointer `a` is `b`, or one of them is inside the other.
+pub(crate) fn overlaps(a: &str, b: &str) -> bool {
+    let inside = |inner: &str, outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    inside(a, b) || inside(b, a)
 }

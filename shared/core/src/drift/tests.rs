@@ -452,3 +452,75 @@ fn template_masks_are_not_compared_in_the_fallback() {
     assert_eq!(c.status(), "not-compared");
     assert_eq!(c.masked, ["/Password"]);
 }
+
+// ---- accept ----
+
+#[test]
+fn accept_takes_aws_values_and_keeps_secrets_out() {
+    let b = map(json!({"Password": MASKED, "Url": format!("u:{REF}"), "Name": "a"}));
+    let a = map(json!({"Password": SECRET, "Url": format!("u:{SECRET}"), "Name": "b", "New": 1}));
+    let out = accept(&b, &a, &["/Password".into()], &observed_rules()).unwrap();
+    assert_eq!(
+        out.baseline,
+        map(json!({"Password": MASKED, "Url": format!("u:{REF}"), "Name": "b", "New": 1}))
+    );
+    assert_eq!(out.masked, ["/Password"]);
+}
+
+#[test]
+fn accept_refuses_a_drifted_masked_position() {
+    // The masked key is gone.
+    let b = map(json!({"Password": MASKED, "Name": "a"}));
+    let a = map(json!({"Name": "a"}));
+    let e = accept(&b, &a, &["/Password".into()], &observed_rules()).unwrap_err();
+    assert_eq!(
+        e,
+        AcceptRefused::MaskedPositionDrifted {
+            masked: "/Password".into(),
+            difference: "/Password".into()
+        }
+    );
+    assert!(e.to_string().contains("/Password"));
+    // The list holding the masked item no longer lines up.
+    let b = map(json!({"Args": [MASKED, "a"]}));
+    let a = map(json!({"Args": ["x", SECRET, "a"]}));
+    let e = accept(&b, &a, &[], &observed_rules()).unwrap_err();
+    assert_eq!(
+        e,
+        AcceptRefused::MaskedPositionDrifted {
+            masked: "/Args/0".into(),
+            difference: "/Args".into()
+        }
+    );
+    // A masked object replaced by a value of another shape above it.
+    let b = map(json!({"Cfg": {"Pass": MASKED}}));
+    let a = map(json!({"Cfg": "text"}));
+    assert!(accept(&b, &a, &[], &observed_rules()).is_err());
+}
+
+#[test]
+fn accept_does_not_refuse_drift_away_from_masked_positions() {
+    let b = map(json!({"Password": MASKED, "Name": "a"}));
+    let a = map(json!({"Password": "anything", "Name": "b"}));
+    let out = accept(&b, &a, &["/Password".into()], &observed_rules()).unwrap();
+    assert_eq!(out.baseline, map(json!({"Password": MASKED, "Name": "b"})));
+}
+
+#[test]
+fn accept_masks_a_reference_that_no_longer_fits() {
+    let b = map(json!({"Url": format!("u:{REF}")}));
+    let a = map(json!({"Url": format!("v:{SECRET}")}));
+    let out = accept(&b, &a, &[], &observed_rules()).unwrap();
+    assert_eq!(out.baseline, map(json!({"Url": MASKED})));
+    assert_eq!(out.masked, ["/Url"]);
+}
+
+#[test]
+fn overlapping_pointers() {
+    assert!(overlaps("/a", "/a"));
+    assert!(overlaps("/a", "/a/b"));
+    assert!(overlaps("/a/b", "/a"));
+    assert!(overlaps("", "/a"));
+    assert!(!overlaps("/a", "/ab"));
+    assert!(!overlaps("/a/b", "/a/c"));
+}
