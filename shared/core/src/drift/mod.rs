@@ -1,5 +1,6 @@
 //! Drift: the baseline recorded from what AWS returns, its comparison with what AWS holds
-//! later, and accepting AWS's values as the new baseline.
+//! later, accepting AWS's values as the new baseline, and which resources depend on
+//! parameters whose deployed values cannot be proven.
 //!
 //! Everything here is pure: the engine reads AWS (`read_current_state`, in the shape of
 //! the template's properties) and passes the answers in.
@@ -21,6 +22,7 @@
 
 mod accept;
 mod compare;
+mod dependence;
 mod markers;
 mod normalize;
 mod observe;
@@ -35,6 +37,7 @@ use serde_json::{Map, Value};
 
 pub use accept::{AcceptRefused, accept};
 pub use compare::compare;
+pub use dependence::{Dependence, resources_depending_on};
 pub use markers::masked_positions;
 pub use observe::observed_baseline;
 pub use rules::{CompareRules, Resolved, builtin_unordered};

@@ -1,5 +1,5 @@
 //! Property tests: no secret ever reaches a baseline or a difference, a fresh baseline is
-//! in sync with what it was taken from, and accepting it again changes nothing.
+//! in sync with what it was taken from, and dependence is reachability.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -260,5 +260,40 @@ proptest! {
         let as_map: Map<String, Value> = tags.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         a.insert("Tags".into(), Value::Object(as_map));
         prop_assert_eq!(compare(&b, &a, &observed()).classification, Classification::InSync);
+    }
+
+    /// In a random chain of resources (each reading earlier ones or parameters), the
+    /// dependent resources are exactly those that reach a chosen parameter.
+    #[test]
+    fn dependence_is_reachability(
+        reads in prop::collection::vec(prop::collection::vec(0usize..12, 0..3), 1..12),
+        chosen in 0usize..3,
+    ) {
+        // Node i reads r: a parameter P(r) when r < 3, else resource R(r - 3) when earlier.
+        let mut resources = Map::new();
+        let mut reaches = vec![false; reads.len()];
+        for (i, rs) in reads.iter().enumerate() {
+            let mut props = Map::new();
+            for (n, &r) in rs.iter().enumerate() {
+                let v = if r < 3 {
+                    reaches[i] |= r == chosen;
+                    json!({"Fn::Sub": format!("x-${{P{r}}}")})
+                } else if r - 3 < i {
+                    reaches[i] |= reaches[r - 3];
+                    json!({"Fn::GetAtt": [format!("R{}", r - 3), "Arn"]})
+                } else {
+                    json!("literal")
+                };
+                props.insert(format!("P{n}"), v);
+            }
+            resources.insert(format!("R{i}"), json!({"Type": "T", "Properties": props}));
+        }
+        let params: Map<String, Value> = (0..3).map(|p| (format!("P{p}"), json!({"Type": "String"}))).collect();
+        let t = crate::template::Template::from_value(&json!({"Parameters": params, "Resources": resources})).unwrap();
+        let d = resources_depending_on(&t, &[format!("P{chosen}")]);
+        let want: std::collections::BTreeSet<String> = reaches.iter().enumerate()
+            .filter(|(_, r)| **r).map(|(i, _)| format!("R{i}")).collect();
+        prop_assert_eq!(d.dependent, want);
+        prop_assert!(d.unknown.is_empty());
     }
 }

@@ -4,6 +4,8 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 
+mod dependence;
+
 fn map(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
