@@ -13,9 +13,10 @@
 //!
 //! When the position cannot be matched, the baseline masks the nearest position both
 //! hold (the "nearest matchable position"): a list whose length differs from the
-//! template's, or whose plain items do not equal AWS's item at the same index (a
-//! reordered list, a list that lost or gained an item), is masked whole; so is a value
-//! whose type differs from the template's (an object where the template has a string).
+//! template's, or one of whose items does not match AWS's item at the same index (a
+//! plain item not equal to it, a secret AWS's value does not fit: a reordered list, a
+//! list that lost or gained an item), is masked whole; so is a value whose type differs
+//! from the template's (an object where the template has a string).
 //! A template key holding a secret that AWS does not return (a write-only property)
 //! records nothing: AWS gave no value to keep out.
 //!
