@@ -697,3 +697,77 @@ async fn a_missed_gate_release_heals_at_the_gates_heartbeat() {
         "the gate ran again and stored its new token"
     );
 }
+
+/// A Plan that fails for good goes through Release to `PlanFailed`; a deploy that holds
+/// the lock when its execution cannot go on has it released by Release, which records why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
+    let rig = rig(1).await;
+    let stack = unique_name("SfnRelease");
+    // An input that is not there: Plan fails before the lock, Release finds none to release.
+    let missing = DeployRequest {
+        stack: stack.clone(),
+        input_key: format!("inputs/{stack}/missing.json"),
+        no_rollback: false,
+        concurrency: 10,
+        deploy_id: None,
+        allow_stateful_replacement: false,
+    };
+    let (status, _, error) = rig
+        .run("deploy", serde_json::to_value(missing).unwrap())
+        .await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.PlanFailed"), "{error}");
+
+    // A Plan that took the lock, and an execution that cannot go on (its next task
+    // failed for good): Release records the caught error and releases the lock.
+    let t = template(json!({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}));
+    let req = rig.upload(&input(&stack, t), None).await;
+    let planned = rig
+        .tasks
+        .dispatch("Plan", serde_json::to_value(&req).unwrap(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    let deploy_id = planned["deployId"].as_str().unwrap().to_string();
+    let stream = StreamId::new("us-east-1", &stack);
+    let held = load_state(rig.store.as_ref(), &stream).await.unwrap().lock;
+    assert_eq!(held.map(|h| h.deploy_id), Some(deploy_id.clone()));
+    let mut caught = serde_json::to_value(&req).unwrap();
+    caught["error"] = json!({"Error": "Stackflow.Aws", "Cause": "PutObject failed"});
+    let released = rig
+        .tasks
+        .dispatch("Release", caught.clone(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(released["released"], json!(true));
+    assert_eq!(released["deployId"], json!(deploy_id));
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(state.lock.is_none(), "the lock is released");
+    let why = rig
+        .store
+        .read_all_for_test(&stream)
+        .await
+        .into_iter()
+        .find_map(|e| match e {
+            stackflow_events::Event::DeployFailed {
+                deploy_id: d,
+                error,
+                ..
+            } if d == deploy_id => Some(error),
+            _ => None,
+        })
+        .expect("the stream says why the deploy ended");
+    assert_eq!(why.name, "Stackflow.Aws");
+    assert!(why.message.contains("PutObject failed"), "{}", why.message);
+    // Again: the lock is not its own any more, and is left alone.
+    let again = rig
+        .tasks
+        .dispatch("Release", caught, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again["released"], json!(false));
+    let _ = rig.stop.send(true);
+}

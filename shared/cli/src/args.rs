@@ -93,6 +93,57 @@ pub enum Command {
     /// keep the plaintext, and the report names them, unless --rewrite. Exit 0 when no
     /// plaintext is found (and with --fail, 1 when some is). Rotate every secret found.
     Scrub(ScrubArgs),
+    /// Compare each recorded resource with what AWS holds now
+    ///
+    /// Per resource, AWS now (the provider's read, else Cloud Control) against its drift
+    /// baseline (what AWS held after the last create, update or import; else the
+    /// properties recorded from the template). Reordered tags, unordered lists, AWS
+    /// defaults and AWS-added tags, and values AWS spells differently (an ARN for a name,
+    /// JSON text for an object, "5" for 5) are not drift; write-only properties are not
+    /// compared, and said so. Secrets are shown as ***.
+    ///
+    /// Exit 0 when everything is in sync, 1 when anything drifted or was deleted, 2 when
+    /// the only differences are masked (***) positions that cannot be compared, or when
+    /// --accept/--revert declined a resource (a refused baseline, a deleted resource).
+    Drift(DriftArgs),
+    /// Adopt resources that already exist in AWS into a stack's records
+    ///
+    /// Per template resource, the physical id comes from --resource, else from the name
+    /// the template gives (its name property); a describe call confirms it exists. A
+    /// resource that does not exist is reported "not deployed yet" (the next deploy
+    /// creates it); a type that cannot be looked up by name is "unsupported" unless
+    /// --resource names it. What AWS holds is recorded, with a drift baseline (secrets
+    /// as their {{resolve:...}} references). Every parameter is bound at its Default.
+    /// An import changes nothing in AWS: read `stackflow diff` before the next deploy.
+    ///
+    /// A stack with recorded resources needs --force (import everything again) or
+    /// --resource (add or replace only those). Exit 0 unless a look-up failed (1).
+    Import(ImportArgs),
+}
+
+/// Arguments of `stackflow import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A template file or a cdk.out directory
+    #[arg(value_name = "PATH", default_value = "cdk.out")]
+    pub path: PathBuf,
+
+    /// The stack to import into (for a cdk.out, one of its stacks)
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// The physical id of a resource (repeatable): adopts types that cannot be looked up
+    /// by name, and alone merges into an existing state
+    #[arg(long = "resource", value_name = "ID=PHYSICAL", value_parser = parse_key_value)]
+    pub resources: Vec<(String, String)>,
+
+    /// Import every template resource again over the stack's recorded state
+    #[arg(long)]
+    pub force: bool,
+
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `stackflow state ...`
@@ -100,6 +151,34 @@ pub enum Command {
 pub enum StateCommand {
     /// Print the state of a stack, now or as of an event
     Show(StateShowArgs),
+    /// Read a fresh drift baseline of every resource from AWS (refused baselines stay
+    /// refused)
+    RefreshObserved(StackArg),
+}
+
+/// Arguments of `stackflow drift`.
+#[derive(Debug, Args)]
+pub struct DriftArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// Only this resource (a logical id); repeat for more
+    #[arg(long = "resource", value_name = "ID")]
+    pub resource: Vec<String>,
+
+    /// Take what AWS holds as the new baseline of each drifted resource
+    #[arg(long, conflicts_with = "revert")]
+    pub accept: bool,
+
+    /// Put each drifted resource back to its baseline through its provider (only the
+    /// properties the template sets; tags others added stay)
+    #[arg(long)]
+    pub revert: bool,
+
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A stack to act on.

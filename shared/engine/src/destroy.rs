@@ -39,7 +39,7 @@ async fn check_importers<S: EventStore + 'static>(
     )))
 }
 
-async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {
+pub(crate) async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {
     rec.append(
         run_key(id, RunEvent::Released),
         Event::LockReleased {

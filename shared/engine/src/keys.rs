@@ -53,6 +53,8 @@ pub enum Phase {
     Retained,
     /// An interrupted call of an earlier run, settled.
     Reconciled,
+    /// The drift baseline read after the call.
+    Observed,
 }
 
 impl Phase {
@@ -64,6 +66,7 @@ impl Phase {
             Phase::Skipped => "skipped",
             Phase::Retained => "retained",
             Phase::Reconciled => "reconciled",
+            Phase::Observed => "observed",
         }
     }
 }

@@ -12,12 +12,15 @@
 pub mod deploy;
 pub mod destroy;
 pub mod digest;
+pub mod drift;
 pub mod engine;
 mod gather;
+pub mod import;
 pub mod keys;
 mod lease;
 pub mod lookups;
 pub mod nested;
+mod observe;
 pub mod preflight;
 pub mod progress;
 pub mod reconcile;

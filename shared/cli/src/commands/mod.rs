@@ -2,6 +2,8 @@
 
 mod deploy;
 mod diff;
+mod drift;
+mod import;
 mod remote;
 mod scrub;
 mod state;
@@ -20,6 +22,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => diff::run(&cli.global, args).await,
         Command::Init => state::init(&cli.global).await,
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,
+        Command::State(StateCommand::RefreshObserved(args)) => {
+            drift::refresh(&cli.global, args).await
+        }
+        Command::Drift(args) => drift::run(&cli.global, args).await,
+        Command::Import(args) => import::run(&cli.global, args).await,
         Command::Events(args) => state::events(&cli.global, args).await,
         Command::Unlock(args) => state::unlock(&cli.global, &args.stack).await,
         Command::Scrub(args) => scrub::run(&cli.global, args).await,

@@ -73,6 +73,7 @@ impl<S: EventStore + 'static> Deployment<S> {
 
     /// **Finish** handler: resolves and records outputs and exports, releases the lock.
     pub async fn finish(&self) -> Result<IndexMap<String, Value>, EngineError> {
+        self.observations.settle().await;
         let (outputs, exports) = self.outputs()?;
         self.recorder
             .append(
@@ -116,6 +117,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         why: &str,
         roll_back: bool,
     ) -> Result<Option<RollbackReport>, EngineError> {
+        self.observations.settle().await;
         let (error, logical_id) = match first {
             Some(f) => (f.error.clone(), Some(f.logical_id.clone())),
             None => (

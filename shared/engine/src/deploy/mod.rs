@@ -29,6 +29,7 @@ pub use cleanup::{Cleanup, cleanup_graph, cleanup_subject};
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::ActionKey;
 use crate::lookups::Answers;
+use crate::observe::Observations;
 use crate::recorder::Recorder;
 use crate::report::Done;
 use crate::schedule::Task;
@@ -64,6 +65,8 @@ pub struct Deployment<S> {
     pub sealed: Sealed,
     /// How it runs.
     pub options: DeployOptions,
+    /// The drift baseline reads started and not settled yet.
+    pub observations: Observations,
 }
 
 /// A planned deploy, as stored for tasks that run elsewhere (Step Functions): everything a
@@ -124,6 +127,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             digest_key,
             sealed: Sealed::default(),
             options,
+            observations: Observations::default(),
         })
     }
 

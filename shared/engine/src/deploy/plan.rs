@@ -167,6 +167,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             digest_key: engine.stack_digest_key(&input.name),
             sealed: Sealed::default(),
             options,
+            observations: Default::default(),
         };
         match deployment.settle_and_replan().await {
             Ok(recovered) => report.recovered = recovered,

@@ -17,6 +17,7 @@ use stackflow_providers::router::Routed;
 use super::Deployment;
 use crate::engine::EngineError;
 use crate::keys::Phase;
+use crate::observe::{Observation, may_observe};
 use crate::reconcile::{adopt_own, create_or_adopt_own};
 use crate::report::{Done, Handled};
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
@@ -331,7 +332,9 @@ impl<S: EventStore + 'static> Deployment<S> {
                     created.attributes,
                     created.sensitive,
                 );
+                let observation = self.observation(step.key.event(Phase::Observed), &call, &record);
                 step.created(Phase::Done, record, replaces).await?;
+                self.observe(observation);
                 Ok(Ok(if op == Operation::Replace {
                     Done::Replaced
                 } else {
@@ -371,6 +374,51 @@ impl<S: EventStore + 'static> Deployment<S> {
         adopt_own(provider, request, physical_id).await
     }
 
+    /// The baseline read for `record`, which `call` just made or changed (`None` for a
+    /// nested stack or a custom resource: they have nothing of their own to read).
+    fn observation(
+        &self,
+        key: String,
+        call: &Call<'_>,
+        record: &ResourceRecord,
+    ) -> Option<Observation> {
+        if matches!(
+            record.provider,
+            ProviderKind::NestedStack | ProviderKind::Custom
+        ) {
+            return None;
+        }
+        let mut request = call.request.clone();
+        request.physical_id = Some(record.physical_id.clone());
+        request.previous_properties = None;
+        Some(Observation {
+            stream: self.recorder.stream().clone(),
+            run: self.deploy_id.clone(),
+            key,
+            request,
+            kind: record.provider,
+            recorded: record.properties.clone(),
+        })
+    }
+
+    /// Starts the baseline read `o` beside the resources that come next, once the
+    /// resource's own event is recorded: unless its baseline is refused.
+    fn observe(&self, o: Option<Observation>) {
+        let Some(o) = o else { return };
+        let allowed = {
+            let state = self.recorder.state();
+            may_observe(
+                state
+                    .resources
+                    .get(&o.request.logical_id)
+                    .and_then(|r| r.baseline.as_ref()),
+            )
+        };
+        if allowed {
+            self.observations.start(self.engine.clone(), o);
+        }
+    }
+
     /// What `call` made, as recorded: its attributes masked as the call's secrets say.
     fn made(
         &self,
@@ -408,8 +456,10 @@ impl<S: EventStore + 'static> Deployment<S> {
                     updated.attributes,
                     updated.sensitive,
                 );
+                let observation = self.observation(step.key.event(Phase::Observed), &call, &record);
                 step.updated(Phase::Done, record, previous.unwrap_or_default())
                     .await?;
+                self.observe(observation);
                 Ok(Ok(Done::Updated))
             }
             Ok(updated) => {
@@ -422,7 +472,10 @@ impl<S: EventStore + 'static> Deployment<S> {
                     updated.attributes,
                     updated.sensitive,
                 );
+                let observation =
+                    self.observation(replace.key.event(Phase::Observed), &call, &record);
                 replace.created(Phase::Done, record, physical).await?;
+                self.observe(observation);
                 step.skipped(Phase::Skipped, "the provider replaced the resource")
                     .await?;
                 Ok(Ok(Done::Replaced))

@@ -302,6 +302,54 @@ mod tests {
         }
     }
 
+    /// Every way a deploy execution fails after its Plan may have taken the lock goes
+    /// through Release (which records why and releases it), or ends in
+    /// `Stackflow.LockNotReleased` when even that failed.
+    #[test]
+    fn every_failed_end_of_a_deploy_releases_the_lock_first() {
+        let v: Value = serde_json::from_str(DEPLOY).unwrap();
+        let states = &v["States"];
+        let catch_of = |name: &str| {
+            states[name]["Catch"][0]["Next"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        for (task, end) in [("Plan", "PlanFailed"), ("Fail", "DeployFailed")] {
+            let release = catch_of(task);
+            assert_eq!(states[&release]["Resource"], json!("${Release}"), "{task}");
+            assert_eq!(states[&release]["Next"], json!(end), "{task}");
+            assert_eq!(
+                states[&release]["Catch"][0]["ErrorEquals"],
+                json!(["States.ALL"])
+            );
+            let last = catch_of(&release);
+            assert_eq!(states[&last]["Type"], json!("Fail"));
+            assert_eq!(states[&last]["Error"], json!("Stackflow.LockNotReleased"));
+        }
+        // Every other task's failure goes to Fail.
+        for (name, state) in states.as_object().unwrap() {
+            let catches: Vec<&str> = state["Catch"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["Next"].as_str())
+                .collect();
+            for next in catches {
+                assert!(
+                    [
+                        "Fail",
+                        "ReleaseAfterPlan",
+                        "ReleaseAfterFail",
+                        "LockNotReleased"
+                    ]
+                    .contains(&next),
+                    "{name} goes to {next} on failure"
+                );
+            }
+        }
+    }
+
     #[test]
     fn activity_rendering_turns_gates_into_activities() {
         let arns: BTreeMap<String, String> = TASK_NAMES

@@ -19,6 +19,7 @@ pub const TASK_NAMES: &[&str] = &[
     "Fail",
     "Destroy",
     "Rollback",
+    "Release",
 ];
 
 impl<S: EventStore + 'static> Tasks<S> {
@@ -78,6 +79,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             "Fail" => out(self.fail(parse(name, input)?).await?),
             "Destroy" => out(self.destroy(parse(name, input)?).await?),
             "Rollback" => out(self.rollback(parse(name, input)?).await?),
+            "Release" => out(self.release_lock(parse(name, input)?).await?),
             other => Err(TaskError::new(
                 ErrorKind::Input,
                 format!(

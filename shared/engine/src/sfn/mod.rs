@@ -11,5 +11,6 @@ pub mod env;
 pub mod errors;
 mod gates;
 pub mod payloads;
+mod release;
 pub mod tasks;
 pub mod worker;

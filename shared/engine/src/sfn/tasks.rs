@@ -22,6 +22,7 @@ pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
     DeployRef, DeployRequest, Ended, GateAnswer, Item, ItemResult, Phase, StackRequest,
 };
+pub use super::release::{ReleaseRequest, Released};
 
 use super::artifacts::prefix;
 use crate::deploy::{Cleanup, Deployment};
@@ -310,11 +311,17 @@ impl<S: EventStore + 'static> Tasks<S> {
 /// that a retried Plan, or a redriven execution, is the same deploy and not a second one
 /// that finds the stack locked by the first.
 pub fn deploy_id_of(req: &DeployRequest) -> String {
-    use sha2::{Digest, Sha256};
-    if let Some(id) = &req.deploy_id {
-        return id.clone();
+    match &req.deploy_id {
+        Some(id) => id.clone(),
+        None => derived_deploy_id(&req.stack, &req.input_key),
     }
-    let digest = Sha256::digest(format!("{}\n{}", req.stack, req.input_key).as_bytes());
+}
+
+/// The deploy id of a deploy of `stack` whose input is at `input_key` and whose
+/// execution input names none.
+pub fn derived_deploy_id(stack: &str, input_key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{stack}\n{input_key}").as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("d-{hex}")
 }

@@ -204,6 +204,24 @@ fn answered_attributes(request: &ResourceRequest, physical_id: &str) -> Attribut
 }
 
 impl FakeCloud {
+    /// Puts a resource in the world, made outside stackflow (stack `elsewhere`); returns
+    /// its physical id.
+    pub fn existing(&self, physical_id: &str, resource_type: &str, properties: Value) -> String {
+        let Value::Object(properties) = properties else {
+            panic!("properties are an object");
+        };
+        self.lock().world.insert(
+            physical_id.to_string(),
+            Thing {
+                stack: "elsewhere".into(),
+                logical_id: physical_id.into(),
+                resource_type: resource_type.into(),
+                properties,
+            },
+        );
+        physical_id.to_string()
+    }
+
     /// Puts a topic named `name` in the world, made by someone else (stack `elsewhere`).
     pub fn someone_elses_topic(&self, name: &str) -> String {
         let physical_id = format!("foreign-{name}");
@@ -257,6 +275,11 @@ impl FakeCloud {
         let mut inner = self.lock();
         let thing = inner.world.get_mut(physical_id).expect("a resource");
         thing.properties = properties;
+    }
+
+    /// Deletes the resource `physical_id` outside stackflow.
+    pub fn remove(&self, physical_id: &str) {
+        self.lock().world.remove(physical_id);
     }
 
     /// An empty cloud.
@@ -632,12 +655,16 @@ impl Provider for FakeCloud {
         })
     }
 
-    /// Finds a topic by its `TopicName` (or the explicit physical id).
+    /// Finds a topic by its `TopicName` (or anything by the explicit physical id); without
+    /// either, the type cannot be looked up.
     fn import<'a>(
         &'a self,
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Imported, ProviderError>> {
         Box::pin(async move {
+            if request.physical_id.is_none() && !request.properties.contains_key("TopicName") {
+                return Ok(Imported::Unsupported);
+            }
             let inner = self.lock();
             let found = inner
                 .world
@@ -687,6 +714,9 @@ pub struct FakeLookups {
     pub ssm: BTreeMap<String, Value>,
     /// Dynamic references by their `{{resolve:...}}` text.
     pub dynamic: BTreeMap<String, String>,
+    /// Deployed parameters of CloudFormation stacks, by stack name; `Err` text: the
+    /// lookup fails (no permission).
+    pub deployed: BTreeMap<String, Result<Vec<(String, String)>, String>>,
 }
 
 impl Lookups for FakeLookups {
@@ -731,6 +761,22 @@ impl Lookups for FakeLookups {
                     what: format!("dynamic reference to {}", reference.service()),
                     message: "not in the fake lookups".into(),
                 })
+        })
+    }
+
+    fn deployed_parameters<'a>(
+        &'a self,
+        stack_name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+        Box::pin(async move {
+            match self.deployed.get(stack_name) {
+                None => Ok(None),
+                Some(Ok(p)) => Ok(Some(p.clone())),
+                Some(Err(m)) => Err(LookupError {
+                    what: format!("stack {stack_name}"),
+                    message: m.clone(),
+                }),
+            }
         })
     }
 }

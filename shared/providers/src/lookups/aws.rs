@@ -124,6 +124,47 @@ impl AwsLookups {
             .map(|v| Value::String(v.to_string())))
     }
 
+    /// `DescribeStacks` of `stack_name`: its parameters; `Ok(None)` when there is no such
+    /// stack (or it is deleted).
+    async fn parameters_of(
+        &self,
+        stack_name: &str,
+    ) -> Result<Option<Vec<(String, String)>>, LookupError> {
+        let what = || format!("the parameters of CloudFormation stack {stack_name}");
+        let described = match self
+            .cloudformation
+            .describe_stacks()
+            .stack_name(stack_name)
+            .send()
+            .await
+        {
+            Ok(d) => d,
+            Err(e)
+                if e.code() == Some("ValidationError")
+                    && e.message().is_some_and(|m| m.contains("does not exist")) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(aws_error(what(), &e)),
+        };
+        Ok(described
+            .stacks()
+            .iter()
+            .find(|s| s.stack_status() != Some(&StackStatus::DeleteComplete))
+            .map(|stack| {
+                stack
+                    .parameters()
+                    .iter()
+                    .filter_map(|p| {
+                        Some((
+                            p.parameter_key()?.to_string(),
+                            p.parameter_value().unwrap_or_default().to_string(),
+                        ))
+                    })
+                    .collect()
+            }))
+    }
+
     /// `GetParameter` of `name` (which may end in `:version`); `Ok(None)` when there is no
     /// such parameter (or version).
     async fn get_parameter(
@@ -293,6 +334,13 @@ impl Lookups for AwsLookups {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
         Box::pin(self.parameter(name))
+    }
+
+    fn deployed_parameters<'a>(
+        &'a self,
+        stack_name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+        Box::pin(self.parameters_of(stack_name))
     }
 
     fn dynamic_reference<'a>(

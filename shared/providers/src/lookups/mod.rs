@@ -57,6 +57,18 @@ pub trait Lookups: Send + Sync {
         &'a self,
         reference: &'a DynamicReference,
     ) -> BoxFuture<'a, Result<String, LookupError>>;
+
+    /// The parameters a CloudFormation stack was deployed with, as `DescribeStacks`
+    /// answers them (key, value; a `NoEcho` value is `****`); `Ok(None)` when there is no
+    /// such stack. Only ever compared, never logged or recorded. Unless implemented:
+    /// no such stack.
+    fn deployed_parameters<'a>(
+        &'a self,
+        stack_name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+        let _ = stack_name;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// Lookups that answer nothing (and fail nothing): for offline use and for tests.

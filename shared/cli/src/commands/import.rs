@@ -1,0 +1,103 @@
+//! `stackflow import`: adopt existing AWS resources into a stack's records.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use stackflow_core::template::load_path;
+use stackflow_engine::import::{ImportOptions, ImportReport, ImportStatus, import_stack};
+
+use crate::args::{GlobalArgs, ImportArgs};
+use crate::select::{bind_all, select_stacks};
+use crate::setup::setup;
+
+pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let stacks = load_path(&args.path)?;
+    let stacks = select_stacks(
+        stacks,
+        std::slice::from_ref(&args.stack),
+        args.path.is_dir(),
+    )?;
+    let [stack] = <[_; 1]>::try_from(stacks).map_err(|_| anyhow::anyhow!("one stack at a time"))?;
+    // An import takes no parameter values: every parameter is bound at its Default.
+    let bound = match bind_all(std::slice::from_ref(&stack), &[]) {
+        Ok(mut b) => b.remove(0),
+        Err(e) => bail!(
+            "{e:#}\nimport binds every parameter at its Default: give the parameter a Default \
+             in the template"
+        ),
+    };
+    let setup = setup(global, true, global.verbose).await?;
+    let input = setup.input(stack, bound);
+    let options = ImportOptions {
+        overrides: args.resources.iter().cloned().collect(),
+        force: args.force,
+    };
+    let report = import_stack(setup.engine.clone(), input, options).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report, &args.path.display().to_string()));
+    }
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+fn status_text(status: ImportStatus) -> &'static str {
+    match status {
+        ImportStatus::Imported => "imported",
+        ImportStatus::NotDeployedYet => "not deployed yet",
+        ImportStatus::Unsupported => "unsupported",
+        ImportStatus::Kept => "kept as recorded",
+        ImportStatus::Failed => "FAILED",
+    }
+}
+
+/// The report as text, with what to do next.
+pub fn render(report: &ImportReport, path: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Import into stack {} ({}):",
+        report.stack, report.import_id
+    );
+    for r in &report.resources {
+        let mut line = format!(
+            "  {} ({}): {}",
+            r.logical_id,
+            r.resource_type,
+            status_text(r.status)
+        );
+        if let Some(p) = &r.physical_id {
+            let _ = write!(line, " {p}");
+        }
+        if let Some(b) = &r.baseline {
+            let _ = write!(line, " (baseline {b})");
+        }
+        if let Some(why) = &r.reason {
+            let _ = write!(line, ": {why}");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(d) = &report.marked_journal {
+        let _ = writeln!(
+            out,
+            "The rollback journal of failed deploy {d} is marked: its rollback leaves the \
+             adopted resources alone."
+        );
+    }
+    let count = |s: ImportStatus| report.resources.iter().filter(|r| r.status == s).count();
+    let _ = writeln!(
+        out,
+        "{} imported, {} not deployed yet, {} unsupported, {} failed. An import changes \
+         nothing in AWS; read `stackflow diff {path} --stack {}` before the next deploy.",
+        count(ImportStatus::Imported),
+        count(ImportStatus::NotDeployedYet),
+        count(ImportStatus::Unsupported),
+        count(ImportStatus::Failed),
+        report.stack
+    );
+    out
+}

@@ -1,0 +1,606 @@
+//! Drift: what AWS holds now for each recorded resource, compared with its baseline
+//! (else with the properties recorded from the template); `--accept` records AWS's values
+//! as the new baseline, `--revert` puts AWS back to the baseline through the provider;
+//! `state refresh-observed` reads fresh baselines. Every check is a `DriftChecked` event.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use stackflow_core::drift::{
+    Classification, CompareRules, Comparison, Difference, Resolved as ResolvedRefs, accept, compare,
+};
+use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind};
+use stackflow_events::projection::ResourceState;
+use stackflow_events::{EventStore, Precondition};
+use stackflow_providers::provider::{CurrentState, ResourceRequest};
+
+use crate::engine::{Engine, EngineError};
+use crate::keys::{RunEvent, new_id, run_key};
+use crate::observe::{baseline_of, read_now};
+use crate::recorder::Recorder;
+use crate::secrets::{contains_mask, resolve_dynamic};
+
+/// What `drift` does besides comparing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DriftMode {
+    /// Compare and report.
+    #[default]
+    Check,
+    /// Record AWS's values as the baseline of each drifted resource.
+    Accept,
+    /// Put each drifted resource back to its baseline.
+    Revert,
+}
+
+/// How one resource compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriftStatus {
+    /// AWS holds what was recorded.
+    InSync,
+    /// Something differs.
+    Drifted,
+    /// AWS says the resource does not exist.
+    Deleted,
+    /// The only differences are at positions whose values cannot be compared (`***`).
+    NotCompared,
+    /// AWS cannot be read for this type (or this resource).
+    Unsupported,
+    /// `--accept` recorded AWS's values.
+    Accepted,
+    /// `--revert` put AWS back to the baseline.
+    Reverted,
+    /// `--accept`/`--revert` declined it (the reason says why).
+    Declined,
+}
+
+impl DriftStatus {
+    fn as_str(&self) -> &'static str {
+        match self {
+            DriftStatus::InSync => "in-sync",
+            DriftStatus::Drifted => "drifted",
+            DriftStatus::Deleted => "deleted",
+            DriftStatus::NotCompared => "not-compared",
+            DriftStatus::Unsupported => "unsupported",
+            DriftStatus::Accepted => "accepted",
+            DriftStatus::Reverted => "reverted",
+            DriftStatus::Declined => "declined",
+        }
+    }
+}
+
+/// One position that differs, safe to print (secrets shown as `***`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Drifted {
+    /// The JSON pointer into the properties.
+    pub path: String,
+    /// The recorded value (`null`: none).
+    pub recorded: Option<Value>,
+    /// AWS's value (`null`: none).
+    pub aws: Option<Value>,
+}
+
+impl From<&Difference> for Drifted {
+    fn from(d: &Difference) -> Self {
+        Drifted {
+            path: d.path.clone(),
+            recorded: d.recorded.clone(),
+            aws: d.aws.clone(),
+        }
+    }
+}
+
+/// What was compared with AWS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Against {
+    /// The baseline read from AWS after the last create, update or import.
+    Baseline,
+    /// The properties recorded from the template (no baseline, or a refused one).
+    Recorded,
+}
+
+/// One resource's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDrift {
+    /// The logical id.
+    pub logical_id: String,
+    /// The type.
+    pub resource_type: String,
+    /// The physical id.
+    pub physical_id: String,
+    /// How it compared (or what `--accept`/`--revert` did).
+    pub status: DriftStatus,
+    /// What it was compared with.
+    pub against: Against,
+    /// The positions that differ.
+    pub differences: Vec<Drifted>,
+    /// Positions not compared: their values are masked (`***`).
+    pub not_compared: Vec<String>,
+    /// Write-only positions, which AWS never returns: not compared.
+    pub write_only: Vec<String>,
+    /// Why it is unsupported or declined, or a note.
+    pub reason: Option<String>,
+}
+
+/// The result of `drift`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftReport {
+    /// The stack.
+    pub stack: String,
+    /// The check's id (its `DriftChecked` event).
+    pub check_id: String,
+    /// What it did besides comparing.
+    #[serde(skip)]
+    pub mode: DriftMode,
+    /// Per resource, in the state's order.
+    pub resources: Vec<ResourceDrift>,
+}
+
+impl DriftReport {
+    /// The exit code: 1 when anything drifted or was deleted (and is still so), 2 when
+    /// the only findings are positions that cannot be compared or resources `--accept` /
+    /// `--revert` declined, 0 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        let has = |s: DriftStatus| self.resources.iter().any(|r| r.status == s);
+        let deleted = has(DriftStatus::Deleted) && self.mode == DriftMode::Check;
+        if has(DriftStatus::Drifted) || deleted {
+            1
+        } else if has(DriftStatus::NotCompared) || has(DriftStatus::Declined) {
+            2
+        } else {
+            0
+        }
+    }
+}
+
+/// Compares every recorded resource of `stack` (or only `only`) with AWS; with
+/// [`DriftMode::Accept`] or [`DriftMode::Revert`] also acts on what drifted, holding the
+/// stack's lock.
+pub async fn drift_stack<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    only: &[String],
+    mode: DriftMode,
+) -> Result<DriftReport, EngineError> {
+    let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
+    let selected = selected(&recorder, stack, only)?;
+    let check_id = new_id("c");
+    let pre = match mode {
+        DriftMode::Check => Precondition::None,
+        DriftMode::Accept | DriftMode::Revert => {
+            let holder = engine.holder(&check_id, "drift");
+            let event = Event::LockTaken {
+                holder: holder.clone(),
+            };
+            engine
+                .take_lock(
+                    &recorder,
+                    run_key(&check_id, RunEvent::Locked),
+                    event,
+                    holder,
+                )
+                .await?;
+            Precondition::HoldsLock(check_id.clone())
+        }
+    };
+    let outcome = check_all(&engine, stack, &recorder, &selected, mode, &pre).await;
+    if mode != DriftMode::Check {
+        crate::destroy::release(&recorder, &check_id).await?;
+    }
+    let resources = outcome?;
+    let results = resources
+        .iter()
+        .map(|r| DriftResult {
+            logical_id: r.logical_id.clone(),
+            status: r.status.as_str().to_string(),
+            paths: match r.status {
+                DriftStatus::NotCompared => r.not_compared.clone(),
+                _ => r.differences.iter().map(|d| d.path.clone()).collect(),
+            },
+        })
+        .collect();
+    recorder
+        .append(
+            format!("{check_id}/checked"),
+            Event::DriftChecked {
+                check_id: check_id.clone(),
+                results,
+            },
+            &Precondition::None,
+        )
+        .await?;
+    Ok(DriftReport {
+        stack: stack.to_string(),
+        check_id,
+        mode,
+        resources,
+    })
+}
+
+/// The recorded resources `only` names (all when empty), in the state's order.
+fn selected<S: EventStore>(
+    recorder: &Recorder<S>,
+    stack: &str,
+    only: &[String],
+) -> Result<Vec<(String, ResourceState)>, EngineError> {
+    let state = recorder.state();
+    if state.resources.is_empty() {
+        return Err(EngineError::Other(format!(
+            "stack {stack} has no recorded resources: deploy or import it first"
+        )));
+    }
+    let unknown: Vec<&String> = only
+        .iter()
+        .filter(|id| !state.resources.contains_key(*id))
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&String> = state.resources.keys().collect();
+        return Err(EngineError::Other(format!(
+            "stack {stack} has no resource {unknown:?}; its resources are {known:?}"
+        )));
+    }
+    Ok(state
+        .resources
+        .iter()
+        .filter(|(id, _)| only.is_empty() || only.contains(id))
+        .map(|(id, r)| (id.clone(), r.clone()))
+        .collect())
+}
+
+/// Checks each resource, ten at a time, then acts on the drifted ones.
+async fn check_all<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    recorder: &Recorder<S>,
+    selected: &[(String, ResourceState)],
+    mode: DriftMode,
+    pre: &Precondition,
+) -> Result<Vec<ResourceDrift>, EngineError> {
+    let limit = Arc::new(tokio::sync::Semaphore::new(10));
+    let mut running = tokio::task::JoinSet::new();
+    for (i, (id, r)) in selected.iter().enumerate() {
+        let (engine, limit) = (engine.clone(), limit.clone());
+        let request = read_request(stack, id, r);
+        let kind = r.provider;
+        running.spawn(async move {
+            let _permit = limit.acquire_owned().await;
+            (i, read_now(&engine, &request, kind).await)
+        });
+    }
+    let mut read: Vec<Option<CurrentState>> = vec![None; selected.len()];
+    while let Some(joined) = running.join_next().await {
+        let (i, state) = joined.map_err(|e| EngineError::Other(format!("a read failed: {e}")))?;
+        read[i] = Some(state);
+    }
+    let mut out = Vec::with_capacity(selected.len());
+    for ((id, r), now) in selected.iter().zip(read) {
+        let now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
+        let mut drift = check_one(engine, id, r, &now).await;
+        if drift.status == DriftStatus::Drifted || drift.status == DriftStatus::Deleted {
+            match mode {
+                DriftMode::Check => {}
+                DriftMode::Accept => accept_one(engine, recorder, pre, r, &now, &mut drift).await?,
+                DriftMode::Revert => revert_one(engine, stack, r, &now, &mut drift).await,
+            }
+        }
+        out.push(drift);
+    }
+    Ok(out)
+}
+
+/// The request a read of recorded resource `r` sends.
+fn read_request(stack: &str, id: &str, r: &ResourceState) -> ResourceRequest {
+    let mut request = ResourceRequest::new(stack, id, &r.resource_type, r.properties.clone());
+    request.physical_id = Some(r.physical_id.clone());
+    request
+}
+
+/// What the comparison of `r` is made against, and how.
+fn reference_of(r: &ResourceState) -> (Against, &Map<String, Value>) {
+    match &r.baseline {
+        Some(Baseline::Recorded { observed }) => (Against::Baseline, observed),
+        _ => (Against::Recorded, &r.properties),
+    }
+}
+
+/// Compares one resource with what AWS answered for it.
+async fn check_one<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    id: &str,
+    r: &ResourceState,
+    now: &CurrentState,
+) -> ResourceDrift {
+    let (against, reference) = reference_of(r);
+    let mut drift = ResourceDrift {
+        logical_id: id.to_string(),
+        resource_type: r.resource_type.clone(),
+        physical_id: r.physical_id.clone(),
+        status: DriftStatus::InSync,
+        against,
+        differences: vec![],
+        not_compared: vec![],
+        write_only: vec![],
+        reason: refused_note(r),
+    };
+    let aws = match now {
+        CurrentState::Found(aws) => aws,
+        CurrentState::NotFound => {
+            drift.status = DriftStatus::Deleted;
+            return drift;
+        }
+        CurrentState::CannotRead(why) => {
+            drift.status = DriftStatus::Unsupported;
+            drift.reason = Some(why.clone());
+            return drift;
+        }
+    };
+    let rules = rules_for(engine, r, against).await;
+    let comparison = compare(reference, aws, &rules);
+    apply_comparison(&mut drift, &comparison);
+    drift
+}
+
+/// `drift` filled from `comparison`.
+fn apply_comparison(drift: &mut ResourceDrift, comparison: &Comparison) {
+    drift.write_only = comparison.not_compared_write_only.clone();
+    match &comparison.classification {
+        Classification::InSync => {}
+        Classification::Drifted(diffs) => {
+            drift.status = DriftStatus::Drifted;
+            drift.differences = diffs.iter().map(Drifted::from).collect();
+            drift.not_compared = comparison.masked.clone();
+        }
+        Classification::NotCompared(paths) => {
+            drift.status = DriftStatus::NotCompared;
+            drift.not_compared = paths.clone();
+        }
+    }
+}
+
+/// The note a refused baseline adds (drift then compares with the recorded properties,
+/// which can report drift that is not real).
+fn refused_note(r: &ResourceState) -> Option<String> {
+    match &r.baseline {
+        Some(Baseline::Refused { cause }) => Some(format!(
+            "ObservedBaseline: REFUSED ({}); compared with the properties recorded from \
+             the template, which can show drift that is not real",
+            cause.as_str()
+        )),
+        _ => None,
+    }
+}
+
+/// The comparison rules of `r`'s type; the dynamic references of its recorded
+/// properties resolved now (for the positions that hold them).
+async fn rules_for<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    r: &ResourceState,
+    against: Against,
+) -> CompareRules {
+    let mut rules = CompareRules::for_type(&r.resource_type, against == Against::Baseline);
+    if let Ok(resolved) = resolve_dynamic(engine.lookups.as_ref(), &r.properties).await {
+        let mut refs = ResolvedRefs::new();
+        for (reference, value) in resolved.values {
+            refs.insert(reference, value);
+        }
+        rules.resolved = refs;
+    }
+    rules
+}
+
+/// Why `--accept`/`--revert` leave `r` alone, if they do.
+fn declined(r: &ResourceState, drift: &ResourceDrift) -> Option<String> {
+    if let Some(Baseline::Refused { cause }) = &r.baseline {
+        return Some(format!(
+            "its baseline is refused ({}): deploy a change to it, or import it again",
+            cause.as_str()
+        ));
+    }
+    (drift.status == DriftStatus::Deleted).then(|| {
+        "it is deleted in AWS: deploy to create it again, or remove it from the template".into()
+    })
+}
+
+/// `--accept`: AWS's values become the baseline.
+async fn accept_one<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    recorder: &Recorder<S>,
+    pre: &Precondition,
+    r: &ResourceState,
+    now: &CurrentState,
+    drift: &mut ResourceDrift,
+) -> Result<(), EngineError> {
+    if let Some(why) = declined(r, drift) {
+        drift.status = DriftStatus::Declined;
+        drift.reason = Some(why);
+        return Ok(());
+    }
+    let CurrentState::Found(aws) = now else {
+        return Ok(());
+    };
+    let (against, reference) = reference_of(r);
+    let rules = rules_for(engine, r, against).await;
+    match accept(reference, aws, &drift.not_compared, &rules) {
+        Ok(accepted) => {
+            recorder
+                .append(
+                    format!("{}/accepted/{}", drift_key(pre), drift.logical_id),
+                    Event::BaselineAccepted {
+                        logical_id: drift.logical_id.clone(),
+                        observed: accepted.baseline,
+                    },
+                    pre,
+                )
+                .await?;
+            drift.status = DriftStatus::Accepted;
+        }
+        Err(refused) => {
+            drift.status = DriftStatus::Declined;
+            drift.reason = Some(refused.to_string());
+        }
+    }
+    Ok(())
+}
+
+fn drift_key(pre: &Precondition) -> String {
+    match pre {
+        Precondition::HoldsLock(id) => id.clone(),
+        _ => "drift".into(),
+    }
+}
+
+/// `--revert`: an update from what AWS holds to the recorded properties, through the
+/// provider that made the resource. Only the keys the template set are sent, and the
+/// tags others added stay.
+async fn revert_one<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    r: &ResourceState,
+    now: &CurrentState,
+    drift: &mut ResourceDrift,
+) {
+    if let Some(why) = declined(r, drift) {
+        drift.status = DriftStatus::Declined;
+        drift.reason = Some(why);
+        return;
+    }
+    let CurrentState::Found(aws) = now else {
+        return;
+    };
+    match revert_call(engine, stack, &drift.logical_id, r, aws).await {
+        Ok(()) => drift.status = DriftStatus::Reverted,
+        Err(why) => {
+            drift.status = DriftStatus::Declined;
+            drift.reason = Some(why);
+        }
+    }
+}
+
+async fn revert_call<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    id: &str,
+    r: &ResourceState,
+    aws: &Map<String, Value>,
+) -> Result<(), String> {
+    if contains_mask(&Value::Object(r.properties.clone())) {
+        return Err(
+            "its recorded properties hold a NoEcho value, which is never recorded: deploy \
+             the template again to restore it"
+                .into(),
+        );
+    }
+    if matches!(r.provider, ProviderKind::NestedStack | ProviderKind::Custom) {
+        return Err("a nested stack or custom resource is reverted by a deploy".into());
+    }
+    let resolved = resolve_dynamic(engine.lookups.as_ref(), &r.properties)
+        .await
+        .map_err(|(_, m)| m)?;
+    let previous: Map<String, Value> = aws
+        .iter()
+        .filter(|(k, _)| r.properties.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut desired = resolved.props;
+    keep_foreign_tags(&mut desired, aws);
+    let provider = engine
+        .providers
+        .for_recorded(&r.resource_type, r.provider)?;
+    let mut request = ResourceRequest::new(stack, id, &r.resource_type, desired);
+    request.physical_id = Some(r.physical_id.clone());
+    request.previous_properties = Some(previous);
+    request.token = format!("revert/{id}");
+    provider
+        .update(&request)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("the update back to the baseline failed: {e}"))
+}
+
+/// Adds to `desired`'s `Tags` (a list of `{Key, Value}`) the tags AWS holds whose keys
+/// the template does not set: what other tools or resources added stays attached.
+fn keep_foreign_tags(desired: &mut Map<String, Value>, aws: &Map<String, Value>) {
+    let (Some(Value::Array(ours)), Some(Value::Array(theirs))) =
+        (desired.get("Tags").cloned(), aws.get("Tags"))
+    else {
+        return;
+    };
+    let key = |t: &Value| t.get("Key").and_then(Value::as_str).map(str::to_string);
+    let mut all = ours.clone();
+    for t in theirs {
+        let foreign = key(t).is_some_and(|k| {
+            !k.starts_with("aws:") && !ours.iter().any(|o| key(o).as_deref() == Some(&k))
+        });
+        if foreign {
+            all.push(t.clone());
+        }
+    }
+    desired.insert("Tags".into(), Value::Array(all));
+}
+
+/// `state refresh-observed`: a fresh baseline for every recorded resource whose baseline
+/// is not refused; returns (logical id, what happened) per resource.
+pub async fn refresh_observed<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+) -> Result<Vec<(String, String)>, EngineError> {
+    let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
+    let selected = selected(&recorder, stack, &[])?;
+    let id = new_id("o");
+    let holder = engine.holder(&id, "refresh-observed");
+    let event = Event::LockTaken {
+        holder: holder.clone(),
+    };
+    engine
+        .take_lock(&recorder, run_key(&id, RunEvent::Locked), event, holder)
+        .await?;
+    let pre = Precondition::HoldsLock(id.clone());
+    let mut out = Vec::new();
+    let mut failed = None;
+    for (logical_id, r) in &selected {
+        if let Some(Baseline::Refused { cause }) = &r.baseline {
+            out.push((
+                logical_id.clone(),
+                format!("refused ({}), kept", cause.as_str()),
+            ));
+            continue;
+        }
+        let now = read_now(&engine, &read_request(stack, logical_id, r), r.provider).await;
+        let Some(baseline) = baseline_of(&r.properties, &now) else {
+            out.push((logical_id.clone(), describe_unread(&now)));
+            continue;
+        };
+        let appended = recorder
+            .append(
+                format!("{id}/refreshed/{logical_id}"),
+                Event::BaselineRefreshed {
+                    logical_id: logical_id.clone(),
+                    baseline,
+                },
+                &pre,
+            )
+            .await;
+        if let Err(e) = appended {
+            failed = Some(e);
+            break;
+        }
+        out.push((logical_id.clone(), "refreshed".into()));
+    }
+    crate::destroy::release(&recorder, &id).await?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(out),
+    }
+}
+
+fn describe_unread(now: &CurrentState) -> String {
+    match now {
+        CurrentState::NotFound => "deleted in AWS: no baseline".into(),
+        CurrentState::CannotRead(why) => format!("not read: {why}"),
+        CurrentState::Found(_) => "read".into(),
+    }
+}

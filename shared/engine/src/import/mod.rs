@@ -1,0 +1,586 @@
+//! Import: adopting resources that already exist in AWS into a stack's records, as seeds
+//! 002 and 003 describe. Per template resource the physical id comes from an override
+//! (`--resource ID=PHYSICAL`) or from the provider's `import` (the name the template
+//! gives); existence is confirmed; what AWS holds is recorded with a drift baseline,
+//! unless the baseline cannot be kept free of secrets or proven (a refusal with its
+//! cause). An import changes nothing in AWS.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use stackflow_core::drift::{Classification, CompareRules, compare, observed_baseline};
+use stackflow_core::dynref;
+use stackflow_core::intrinsics::{Mode, Resolver};
+use stackflow_core::plan::Action;
+use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause, ResourceRecord};
+use stackflow_events::projection::{JournalStep, ResourceState, StackState};
+use stackflow_events::{EventStore, Precondition};
+use stackflow_providers::provider::{CurrentState, Imported, ResourceRequest};
+
+use crate::deploy::Deployment;
+use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::gather::plan_of;
+use crate::keys::{RunEvent, new_id, new_stack_id, run_key};
+use crate::observe::read_now;
+use crate::recorder::Recorder;
+use crate::stack::{DeployEnv, StackInput};
+
+mod parameters;
+
+/// What `import` is told.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Physical ids by logical id (`--resource ID=PHYSICAL`).
+    pub overrides: IndexMap<String, String>,
+    /// Import every template resource again over an existing state.
+    pub force: bool,
+}
+
+/// What became of one template resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImportStatus {
+    /// Found and recorded.
+    Imported,
+    /// No such resource exists (a normal answer: a deploy creates it).
+    NotDeployedYet,
+    /// Its type cannot be looked up; only an override adopts it.
+    Unsupported,
+    /// Left as recorded (merge mode: not named by an override).
+    Kept,
+    /// Looking it up failed.
+    Failed,
+}
+
+/// One template resource's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportedResource {
+    /// The logical id.
+    pub logical_id: String,
+    /// The type.
+    pub resource_type: String,
+    /// What became of it.
+    pub status: ImportStatus,
+    /// The physical id adopted.
+    pub physical_id: Option<String>,
+    /// `recorded`, or `refused (<cause>)`, for an imported resource.
+    pub baseline: Option<String>,
+    /// Why it was not imported, or a note.
+    pub reason: Option<String>,
+}
+
+/// The result of `import`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    /// The stack.
+    pub stack: String,
+    /// The import's id.
+    pub import_id: String,
+    /// Per template resource, in dependency order.
+    pub resources: Vec<ImportedResource>,
+    /// Warnings (one per stack for unprovable parameters, journal marks, ...).
+    pub warnings: Vec<String>,
+    /// The failed deploy whose rollback journal was marked, if any.
+    pub marked_journal: Option<String>,
+}
+
+impl ImportReport {
+    /// 1 when looking a resource up failed, else 0 (not deployed yet and unsupported
+    /// are answers, not failures).
+    pub fn exit_code(&self) -> i32 {
+        i32::from(
+            self.resources
+                .iter()
+                .any(|r| r.status == ImportStatus::Failed),
+        )
+    }
+}
+
+/// A resource found in AWS, before anything is recorded.
+struct Found {
+    record: ResourceRecord,
+    baseline: Baseline,
+}
+
+/// Adopts the resources of `input`'s template that exist in AWS into the stack's
+/// records, holding the stack's lock; changes nothing in AWS.
+pub async fn import_stack<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    input: StackInput,
+    options: ImportOptions,
+) -> Result<ImportReport, EngineError> {
+    let import_id = new_id("i");
+    let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
+    check_request(&recorder.state(), &input, &options)?;
+    let mut input = input;
+    if input.pseudo.stack_id.is_none() {
+        let recorded = recorder.state().stack_id.clone();
+        input.pseudo.stack_id = recorded.or_else(|| new_stack_id(&input.pseudo));
+    }
+    let input = Arc::new(input);
+    let (answers, imports) = engine.gather(&input, &recorder, true).await?;
+    let key = engine.stack_digest_key(&input.name);
+    let plan = plan_of(&input, &recorder, &answers, key.as_ref())?;
+    let holder = engine.holder(&import_id, "import");
+    let locked = Event::LockTaken {
+        holder: holder.clone(),
+    };
+    engine
+        .take_lock(
+            &recorder,
+            run_key(&import_id, RunEvent::Locked),
+            locked,
+            holder,
+        )
+        .await?;
+    let d = Deployment {
+        engine: engine.clone(),
+        conditions: plan.conditions.clone(),
+        secrets: input.parameters.secret_values(),
+        input: input.clone(),
+        deploy_id: import_id.clone(),
+        recorder,
+        plan,
+        answers,
+        imports,
+        digest_key: key,
+        sealed: Default::default(),
+        options: DeployOptions::new(),
+        observations: Default::default(),
+    };
+    let outcome = run(&d, &options).await;
+    crate::destroy::release(&d.recorder, &import_id).await?;
+    outcome
+}
+
+/// Refuses an import that would overwrite existing state without `--force`, or that
+/// names resources the template does not have.
+fn check_request(
+    state: &StackState,
+    input: &StackInput,
+    options: &ImportOptions,
+) -> Result<(), EngineError> {
+    let unknown: Vec<&String> = options
+        .overrides
+        .keys()
+        .filter(|id| !input.template.resources.contains_key(*id))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(EngineError::Other(format!(
+            "{}: --resource names {unknown:?}, which the template does not declare",
+            input.source
+        )));
+    }
+    if !state.resources.is_empty() && !options.force && options.overrides.is_empty() {
+        return Err(EngineError::Other(format!(
+            "stack {} already has {} recorded resources: pass --force to import every \
+             template resource again over them, or --resource ID=PHYSICAL to add or \
+             replace only those",
+            input.name,
+            state.resources.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Finds, decides and records, under the lock.
+async fn run<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    options: &ImportOptions,
+) -> Result<ImportReport, EngineError> {
+    let merge =
+        !options.force && !options.overrides.is_empty() && !d.recorder.state().resources.is_empty();
+    let mut report = ImportReport {
+        stack: d.stack().to_string(),
+        import_id: d.deploy_id.clone(),
+        resources: vec![],
+        warnings: vec![],
+        marked_journal: None,
+    };
+    let mut found: Vec<Found> = Vec::new();
+    let mut working = d.recorder.state().clone();
+    let order: Vec<(String, String)> = d
+        .plan
+        .resources
+        .iter()
+        .filter(|r| r.action != Action::Delete)
+        .map(|r| (r.logical_id.clone(), r.resource_type.clone()))
+        .collect();
+    for (id, ty) in order {
+        if merge && !options.overrides.contains_key(&id) {
+            report
+                .resources
+                .push(row(&id, &ty, ImportStatus::Kept, None));
+            continue;
+        }
+        let (row, adopted) = find_one(d, &working, &id, &ty, options.overrides.get(&id)).await;
+        if let Some(f) = adopted {
+            working.resources.insert(id.clone(), state_of(&f.record));
+            found.push(f);
+        }
+        report.resources.push(row);
+    }
+    refuse_unprovable(d, &mut found, &mut report).await;
+    record(d, found, &mut report).await?;
+    Ok(report)
+}
+
+fn row(id: &str, ty: &str, status: ImportStatus, reason: Option<String>) -> ImportedResource {
+    ImportedResource {
+        logical_id: id.to_string(),
+        resource_type: ty.to_string(),
+        status,
+        physical_id: None,
+        baseline: None,
+        reason,
+    }
+}
+
+/// The state of a resource about to be recorded, for the resolution of the resources
+/// that refer to it.
+fn state_of(r: &ResourceRecord) -> ResourceState {
+    ResourceState {
+        resource_type: r.resource_type.clone(),
+        physical_id: r.physical_id.clone(),
+        properties: r.properties.clone(),
+        attributes: r.attributes.clone(),
+        dependencies: r.dependencies.clone(),
+        provider: r.provider,
+        deletion_policy: r.deletion_policy,
+        update_replace_policy: r.update_replace_policy,
+        baseline: None,
+        imported: true,
+        secret_digest: None,
+    }
+}
+
+/// Looks one resource up: its properties resolved against what was found so far, its
+/// provider's import (or the override, confirmed by a read), what AWS holds.
+async fn find_one<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    working: &StackState,
+    id: &str,
+    ty: &str,
+    explicit: Option<&String>,
+) -> (ImportedResource, Option<Found>) {
+    let props = match resolve(d, working, id) {
+        Ok(p) => p,
+        Err(why) => return (row(id, ty, ImportStatus::Failed, Some(why)), None),
+    };
+    let routed = match d.engine.providers.route(ty, &props, None) {
+        Ok(r) => r,
+        Err(why) => return (row(id, ty, ImportStatus::Unsupported, Some(why)), None),
+    };
+    if matches!(
+        routed.kind,
+        ProviderKind::Custom | ProviderKind::NestedStack
+    ) {
+        let why = "a custom resource or nested stack is not imported: deploy it".to_string();
+        return (row(id, ty, ImportStatus::Unsupported, Some(why)), None);
+    }
+    let mut request = ResourceRequest::new(d.stack(), id, ty, props.clone());
+    request.physical_id = explicit.cloned();
+    request.stack_id = d.input.pseudo.stack_id.clone();
+    let (physical_id, attributes) = match locate(d, &request, routed.kind, explicit).await {
+        Ok(found) => found,
+        Err((status, why)) => return (row(id, ty, status, Some(why)), None),
+    };
+    request.physical_id = Some(physical_id.clone());
+    let current = read_now(&d.engine, &request, routed.kind).await;
+    let (template_record, _) = d.record_properties(id, &props);
+    let (properties, baseline) = match &current {
+        CurrentState::Found(aws) => (
+            as_aws_holds(ty, &template_record, aws),
+            Baseline::Recorded {
+                observed: observed_baseline(&template_record, aws).baseline,
+            },
+        ),
+        // Unreadable: the template's properties stand in (drift compares with them).
+        _ => (
+            template_record.clone(),
+            Baseline::Recorded {
+                observed: template_record.clone(),
+            },
+        ),
+    };
+    let baseline = if lost_reference(&d.input.template.resources[id].properties, &properties) {
+        refused(RefusalCause::IncompleteResolution)
+    } else {
+        baseline
+    };
+    let template = &d.input.template.resources[id];
+    let record = ResourceRecord {
+        logical_id: id.to_string(),
+        resource_type: ty.to_string(),
+        physical_id: physical_id.clone(),
+        properties,
+        attributes,
+        dependencies: d
+            .plan
+            .resource(id)
+            .map(|r| r.depends_on.clone())
+            .unwrap_or_default(),
+        provider: routed.kind,
+        deletion_policy: template.deletion_policy,
+        update_replace_policy: template.update_replace_policy,
+        secret_digest: None,
+    };
+    let mut r = row(id, ty, ImportStatus::Imported, None);
+    r.physical_id = Some(physical_id);
+    if let CurrentState::CannotRead(why) = &current {
+        r.reason = Some(format!(
+            "found, but its properties cannot be read ({why}): recorded from the template, no baseline"
+        ));
+    }
+    (r, Some(Found { record, baseline }))
+}
+
+fn refused(cause: RefusalCause) -> Baseline {
+    Baseline::Refused { cause }
+}
+
+/// The physical id and attributes of the resource `request` names: the provider's
+/// import, or the override confirmed by a read.
+async fn locate<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    request: &ResourceRequest,
+    kind: ProviderKind,
+    explicit: Option<&String>,
+) -> Result<(String, IndexMap<String, Value>), (ImportStatus, String)> {
+    let provider = d
+        .engine
+        .providers
+        .for_recorded(&request.resource_type, kind)
+        .map_err(|why| (ImportStatus::Unsupported, why))?;
+    match provider.import(request).await {
+        Ok(Imported::Found {
+            physical_id,
+            attributes,
+        }) => Ok((physical_id, attributes)),
+        Ok(Imported::NotDeployedYet) => Err((
+            ImportStatus::NotDeployedYet,
+            match explicit {
+                Some(p) => format!("{p} does not exist"),
+                None => "not found under the name the template gives: a deploy creates it".into(),
+            },
+        )),
+        Ok(Imported::Unsupported) => match explicit {
+            None => Err((
+                ImportStatus::Unsupported,
+                format!(
+                    "{} cannot be looked up by name: pass --resource {}=PHYSICAL_ID",
+                    request.resource_type, request.logical_id
+                ),
+            )),
+            Some(p) => match read_now(&d.engine, request, kind).await {
+                CurrentState::NotFound => {
+                    Err((ImportStatus::NotDeployedYet, format!("{p} does not exist")))
+                }
+                _ => Ok((p.clone(), IndexMap::new())),
+            },
+        },
+        Err(e) => Err((ImportStatus::Failed, e.to_string())),
+    }
+}
+
+/// Resolves resource `id`'s properties against `working` (the state with what this
+/// import found so far).
+fn resolve<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    working: &StackState,
+    id: &str,
+) -> Result<Map<String, Value>, String> {
+    let env = DeployEnv {
+        state: working,
+        answers: &d.answers,
+        sealed: None,
+    };
+    let resolver = Resolver::new(
+        &d.input.template,
+        &d.input.parameters,
+        &d.input.pseudo,
+        &d.conditions,
+        &env,
+        Mode::Deploy,
+    );
+    resolver
+        .resolve_properties(id)
+        .map_err(|e| e.in_file(&d.input.source).to_string())
+}
+
+/// The properties to record for an adopted resource: the template's keys, each with the
+/// template's value where AWS holds the same (as drift compares), else with what AWS
+/// holds (secrets kept out, as in a baseline), so that the first diff shows where AWS
+/// differs from the template. A key AWS does not return keeps the template's value.
+fn as_aws_holds(
+    ty: &str,
+    template: &Map<String, Value>,
+    aws: &Map<String, Value>,
+) -> Map<String, Value> {
+    let observed = observed_baseline(template, aws).baseline;
+    let rules = CompareRules::for_type(ty, false);
+    template
+        .iter()
+        .map(|(k, v)| {
+            let Some(now) = observed.get(k) else {
+                return (k.clone(), v.clone());
+            };
+            let one = |x: &Value| Map::from_iter([(k.clone(), x.clone())]);
+            let same = matches!(
+                compare(&one(v), &one(aws.get(k).unwrap_or(now)), &rules).classification,
+                Classification::InSync | Classification::NotCompared(_)
+            );
+            (k.clone(), if same { v.clone() } else { now.clone() })
+        })
+        .collect()
+}
+
+/// True when the template's properties spell a dynamic reference that the recorded
+/// properties no longer hold (resolution dropped it: an untaken `Fn::If` branch, a
+/// `Fn::Select` of another item): the baseline cannot place it.
+fn lost_reference(template: &Map<String, Value>, recorded: &Map<String, Value>) -> bool {
+    let mut held = Vec::new();
+    collect_strings(&Value::Object(recorded.clone()), &mut held);
+    let mut spelled = Vec::new();
+    collect_strings(&Value::Object(template.clone()), &mut spelled);
+    spelled
+        .iter()
+        .flat_map(|s| dynref::find_all(s).unwrap_or_default())
+        .any(|o| !held.iter().any(|h| h.contains(&o.text)))
+}
+
+fn collect_strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        Value::Object(m) => m.values().for_each(|i| collect_strings(i, out)),
+        _ => {}
+    }
+}
+
+/// Refuses the baselines of resources that depend on parameters whose deployed values
+/// cannot be proven equal to their Defaults (seed 003).
+async fn refuse_unprovable<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    found: &mut [Found],
+    report: &mut ImportReport,
+) {
+    let (unproven, warning) = parameters::unproven(d).await;
+    report.warnings.extend(warning);
+    if unproven.is_empty() {
+        return;
+    }
+    let dependence = stackflow_core::drift::resources_depending_on(&d.input.template, &unproven);
+    for f in found.iter_mut() {
+        if dependence.may_depend(&f.record.logical_id) {
+            f.baseline = refused(RefusalCause::UnverifiableParameter);
+        }
+    }
+}
+
+/// Marks the journal of a failed deploy, then records every adopted resource.
+async fn record<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    found: Vec<Found>,
+    report: &mut ImportReport,
+) -> Result<(), EngineError> {
+    let pre = Precondition::HoldsLock(d.deploy_id.clone());
+    mark_journal(d, &found, &pre, report).await?;
+    for f in found {
+        let id = f.record.logical_id.clone();
+        let shown = match &f.baseline {
+            Baseline::Recorded { .. } => "recorded".to_string(),
+            Baseline::Refused { cause } => format!("refused ({})", cause.as_str()),
+        };
+        d.recorder
+            .append(
+                format!("{}/imported/{id}", d.deploy_id),
+                Event::ResourceImported {
+                    import_id: d.deploy_id.clone(),
+                    resource: f.record,
+                    baseline: f.baseline,
+                },
+                &pre,
+            )
+            .await?;
+        if let Some(r) = report.resources.iter_mut().find(|r| r.logical_id == id) {
+            r.baseline = Some(shown);
+        }
+    }
+    Ok(())
+}
+
+/// Seed 003: before any state is recorded, each adopted logical id that the journal of
+/// a failed deploy still holds is marked on it, so that its rollback skips them; an entry
+/// that recorded another physical id under the id is warned about. A journal that
+/// cannot be marked stops the import before it records anything.
+async fn mark_journal<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    found: &[Found],
+    pre: &Precondition,
+    report: &mut ImportReport,
+) -> Result<(), EngineError> {
+    let (deploy_id, entries) = {
+        let s = d.recorder.state();
+        let Some(deploy_id) = s.journal.deploy_id.clone() else {
+            return Ok(());
+        };
+        let entries: Vec<(String, String)> = s
+            .journal
+            .to_undo()
+            .map(|e| (e.logical_id.clone(), journal_physical_id(&e.step)))
+            .collect();
+        (deploy_id, entries)
+    };
+    let mut marked = IndexMap::new();
+    for f in found {
+        let id = &f.record.logical_id;
+        for (_, recorded) in entries.iter().filter(|(e, _)| e == id) {
+            if *recorded != f.record.physical_id {
+                report.warnings.push(format!(
+                    "the rollback journal of deploy {deploy_id} recorded {recorded} as {id}; \
+                     the import adopts {} instead: rollback skips that entry, check {recorded} yourself",
+                    f.record.physical_id
+                ));
+            }
+            marked.insert(id.clone(), f.record.physical_id.clone());
+        }
+    }
+    if marked.is_empty() {
+        return Ok(());
+    }
+    d.recorder
+        .append(
+            format!("{}/marked", d.deploy_id),
+            Event::ImportMarked {
+                import_id: d.deploy_id.clone(),
+                deploy_id: deploy_id.clone(),
+                resources: marked,
+            },
+            pre,
+        )
+        .await
+        .map_err(|e| {
+            EngineError::Other(format!(
+                "the rollback journal of deploy {deploy_id} could not be marked, so nothing \
+                 was imported: {e}"
+            ))
+        })?;
+    report.marked_journal = Some(deploy_id);
+    Ok(())
+}
+
+fn journal_physical_id(step: &JournalStep) -> String {
+    match step {
+        JournalStep::Created { physical_id, .. } | JournalStep::Updated { physical_id, .. } => {
+            physical_id.clone()
+        }
+        JournalStep::Replaced {
+            new_physical_id, ..
+        } => new_physical_id.clone(),
+    }
+}

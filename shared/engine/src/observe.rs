@@ -1,0 +1,155 @@
+//! Drift baselines (`observedProperties`): what AWS holds for a resource right after
+//! stackflow made, changed or adopted it, read in the template's shape with its secrets
+//! kept out ([`stackflow_core::drift::observed_baseline`]).
+//!
+//! A deploy never waits for a baseline before starting the next resource: the read runs
+//! beside the dependents ([`Observations`]) and its `BaselineRecorded` event follows the
+//! resource's own. The run settles every read before it ends.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use stackflow_core::drift::observed_baseline;
+use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause};
+use stackflow_events::{EventStore, NewEvent, Precondition, StreamId};
+use stackflow_providers::provider::{CurrentState, ResourceRequest};
+use tokio::task::JoinHandle;
+
+use crate::engine::Engine;
+
+/// What AWS holds now for the resource `request` names (its physical id set), through
+/// the provider that made it (`kind`), else a Cloud Control read. A nested stack and a
+/// custom resource have nothing to read.
+pub(crate) async fn read_now<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    request: &ResourceRequest,
+    kind: ProviderKind,
+) -> CurrentState {
+    let ty = &request.resource_type;
+    let first = match kind {
+        ProviderKind::NestedStack | ProviderKind::Custom => {
+            return CurrentState::CannotRead(format!(
+                "{ty} is not read: stackflow compares a {} by its own resources",
+                if kind == ProviderKind::Custom {
+                    "custom resource's handler owns what it made; it"
+                } else {
+                    "nested stack"
+                }
+            ));
+        }
+        ProviderKind::CloudControl => None,
+        _ => Some(read_with(engine, request, kind).await),
+    };
+    match first {
+        Some(CurrentState::CannotRead(_)) | None => {
+            read_with(engine, request, ProviderKind::CloudControl).await
+        }
+        Some(found) => found,
+    }
+}
+
+async fn read_with<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    request: &ResourceRequest,
+    kind: ProviderKind,
+) -> CurrentState {
+    let provider = match engine.providers.for_recorded(&request.resource_type, kind) {
+        Ok(p) => p,
+        Err(why) => return CurrentState::CannotRead(why),
+    };
+    match provider.read_current_state(request).await {
+        Ok(state) => state,
+        Err(e) => CurrentState::CannotRead(e.to_string()),
+    }
+}
+
+/// The baseline of a resource recorded with `recorded` properties (secrets as their
+/// reference text or masks) that AWS answers `current` for; `None` when AWS could not
+/// be read.
+pub(crate) fn baseline_of(
+    recorded: &Map<String, Value>,
+    current: &CurrentState,
+) -> Option<Baseline> {
+    match current {
+        CurrentState::Found(aws) => Some(Baseline::Recorded {
+            observed: observed_baseline(recorded, aws).baseline,
+        }),
+        CurrentState::NotFound | CurrentState::CannotRead(_) => None,
+    }
+}
+
+/// True when a resource whose baseline is `current` may be given a new one by a read
+/// after an operation: never over a refusal (only a create, an update or a replacement
+/// decides an `incomplete-resolution` refusal away, in the fold, before the read).
+pub(crate) fn may_observe(current: Option<&Baseline>) -> bool {
+    !matches!(
+        current,
+        Some(Baseline::Refused {
+            cause: RefusalCause::UnverifiableParameter | RefusalCause::IncompleteResolution
+        })
+    )
+}
+
+/// One baseline read to run: the resource, how to reach it, and where its event goes.
+pub(crate) struct Observation {
+    /// The stream of the stack.
+    pub stream: StreamId,
+    /// The run that holds the lock.
+    pub run: String,
+    /// The event's key.
+    pub key: String,
+    /// The read request: physical id set, properties as sent (in memory only).
+    pub request: ResourceRequest,
+    /// The provider that made it.
+    pub kind: ProviderKind,
+    /// The properties as recorded.
+    pub recorded: Map<String, Value>,
+}
+
+/// The baseline reads a run started and has not settled yet.
+#[derive(Default)]
+pub struct Observations(Mutex<Vec<JoinHandle<()>>>);
+
+impl Observations {
+    /// Starts `o` beside whatever runs next.
+    pub(crate) fn start<S: EventStore + 'static>(&self, engine: Arc<Engine<S>>, o: Observation) {
+        let handle = tokio::spawn(async move {
+            let current = read_now(&engine, &o.request, o.kind).await;
+            let Some(baseline) = baseline_of(&o.recorded, &current) else {
+                return;
+            };
+            let event = Event::BaselineRecorded {
+                logical_id: o.request.logical_id.clone(),
+                baseline,
+            };
+            // A baseline that cannot be appended (the store failed, the lock is gone) is
+            // only missing: drift then compares with the recorded properties.
+            let _ = engine
+                .store
+                .append(
+                    &o.stream,
+                    &NewEvent::new(o.key, event),
+                    &Precondition::HoldsLock(o.run),
+                )
+                .await;
+        });
+        self.lock().push(handle);
+    }
+
+    /// Waits for every read started so far.
+    pub async fn settle(&self) {
+        loop {
+            let pending = std::mem::take(&mut *self.lock());
+            if pending.is_empty() {
+                return;
+            }
+            for handle in pending {
+                let _ = handle.await;
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

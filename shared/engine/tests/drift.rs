@@ -1,0 +1,239 @@
+//! Drift baselines and `drift`: a deploy records what AWS holds after each create and
+//! update (secrets as their references), `drift` compares AWS with it, `--accept` and
+//! `--revert` act on what drifted, and `refresh-observed` reads fresh baselines.
+
+mod support;
+
+use serde_json::{Value, json};
+use stackflow_engine::drift::{DriftMode, DriftStatus, drift_stack, refresh_observed};
+use stackflow_events::event::{Baseline, Event, RefusalCause};
+use stackflow_events::{EventStore, NewEvent, Precondition};
+use support::{FakeLookups, Rig, deploy_ok, input};
+
+const SECRET: &str = "drift-plaintext-R4n";
+const REFERENCE: &str = "{{resolve:secretsmanager:db:SecretString:password}}";
+
+fn rig() -> Rig {
+    let mut lookups = FakeLookups::default();
+    lookups.dynamic.insert(REFERENCE.into(), SECRET.into());
+    Rig::with_lookups(lookups)
+}
+
+fn template(display: &str) -> Value {
+    json!({ "Resources": {
+        "Topic": {
+            "Type": "AWS::SNS::Topic",
+            "Properties": {
+                "DisplayName": display,
+                "Tags": [{"Key": "team", "Value": "a"}, {"Key": "env", "Value": "dev"}]
+            }
+        },
+        "Param": {
+            "Type": "AWS::SSM::Parameter",
+            "Properties": { "Name": "/db/url", "Type": "String", "Value": format!("postgres://app:{REFERENCE}@db") }
+        }
+    } })
+}
+
+async fn observed(rig: &Rig, id: &str) -> serde_json::Map<String, Value> {
+    match &rig.state("app").await.resources[id].baseline {
+        Some(Baseline::Recorded { observed }) => observed.clone(),
+        other => panic!("{id} has no recorded baseline: {other:?}"),
+    }
+}
+
+async fn no_plaintext_in_the_log(rig: &Rig) {
+    for e in rig.events("app").await {
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(
+            !text.contains(SECRET),
+            "event {} holds the secret: {text}",
+            e.seq
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deploy_records_baselines_with_secrets_as_their_references() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let topic = observed(&rig, "Topic").await;
+    assert_eq!(topic["DisplayName"], "Orders");
+    let param = observed(&rig, "Param").await;
+    // AWS holds the resolved value; the baseline holds the reference in its place.
+    let (_, thing) = rig.cloud.only("app", "Param");
+    assert!(thing.properties["Value"].as_str().unwrap().contains(SECRET));
+    assert_eq!(param["Value"], format!("postgres://app:{REFERENCE}@db"));
+    no_plaintext_in_the_log(&rig).await;
+    // An update records a new one.
+    deploy_ok(&rig, &input("app", template("Orders v2"))).await;
+    assert_eq!(observed(&rig, "Topic").await["DisplayName"], "Orders v2");
+}
+
+#[tokio::test]
+async fn drift_reports_changes_and_deletes_and_accept_and_revert_act_on_them() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let check = |mode| drift_stack(rig.engine.clone(), "app", &[], mode);
+    let report = check(DriftMode::Check).await.unwrap();
+    assert_eq!(report.exit_code(), 0, "{report:#?}");
+    assert!(
+        report
+            .resources
+            .iter()
+            .all(|r| r.status == DriftStatus::InSync)
+    );
+
+    // Reordered tags and an AWS-added tag are no drift; a changed display name is.
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    rig.cloud.set_properties(
+        &topic,
+        json!({"DisplayName": "Changed", "Tags": [
+            {"Key": "env", "Value": "dev"}, {"Key": "team", "Value": "a"},
+            {"Key": "aws:cloudformation:stack-name", "Value": "x"}
+        ]}),
+    );
+    let report = check(DriftMode::Check).await.unwrap();
+    assert_eq!(report.exit_code(), 1);
+    let t = report
+        .resources
+        .iter()
+        .find(|r| r.logical_id == "Topic")
+        .unwrap();
+    assert_eq!(t.status, DriftStatus::Drifted);
+    let paths: Vec<&str> = t.differences.iter().map(|d| d.path.as_str()).collect();
+    assert_eq!(paths, vec!["/DisplayName"], "{t:#?}");
+
+    // --revert puts AWS back to the baseline; then it is in sync.
+    let reverted = check(DriftMode::Revert).await.unwrap();
+    let t = reverted
+        .resources
+        .iter()
+        .find(|r| r.logical_id == "Topic")
+        .unwrap();
+    assert_eq!(t.status, DriftStatus::Reverted, "{t:#?}");
+    assert_eq!(
+        rig.cloud.only("app", "Topic").1.properties["DisplayName"],
+        "Orders"
+    );
+    assert_eq!(check(DriftMode::Check).await.unwrap().exit_code(), 0);
+
+    // --accept takes AWS's value as the baseline; then it is in sync.
+    rig.cloud.set_properties(
+        &topic,
+        json!({"DisplayName": "Theirs", "Tags": [
+        {"Key": "team", "Value": "a"}, {"Key": "env", "Value": "dev"}]}),
+    );
+    let accepted = check(DriftMode::Accept).await.unwrap();
+    assert_eq!(accepted.exit_code(), 0, "{accepted:#?}");
+    assert_eq!(observed(&rig, "Topic").await["DisplayName"], "Theirs");
+    assert_eq!(check(DriftMode::Check).await.unwrap().exit_code(), 0);
+
+    // Deleted outside stackflow: reported, and --accept declines it (exit 2).
+    rig.cloud.remove(&topic);
+    let report = check(DriftMode::Check).await.unwrap();
+    assert_eq!(report.exit_code(), 1);
+    assert!(
+        report
+            .resources
+            .iter()
+            .any(|r| r.status == DriftStatus::Deleted)
+    );
+    let declined = check(DriftMode::Accept).await.unwrap();
+    assert_eq!(declined.exit_code(), 2, "{declined:#?}");
+    no_plaintext_in_the_log(&rig).await;
+    // Every check is in the log.
+    let checks = rig
+        .events("app")
+        .await
+        .into_iter()
+        .filter(|e| matches!(e.event, Event::DriftChecked { .. }))
+        .count();
+    assert_eq!(checks, 8);
+    assert!(
+        rig.lock_holder("app").await.is_none(),
+        "accept and revert release the lock"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_baseline_is_kept_and_declined() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let stream = rig.stream("app");
+    rig.store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "test/refused",
+                Event::BaselineRefreshed {
+                    logical_id: "Topic".into(),
+                    baseline: Baseline::Refused {
+                        cause: RefusalCause::UnverifiableParameter,
+                    },
+                },
+            ),
+            &Precondition::None,
+        )
+        .await
+        .unwrap();
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    rig.cloud
+        .set_properties(&topic, json!({"DisplayName": "Changed"}));
+    let report = drift_stack(
+        rig.engine.clone(),
+        "app",
+        &["Topic".into()],
+        DriftMode::Accept,
+    )
+    .await
+    .unwrap();
+    let t = &report.resources[0];
+    assert_eq!(t.status, DriftStatus::Declined);
+    assert!(
+        t.reason
+            .as_deref()
+            .unwrap()
+            .contains("unverifiable-parameter"),
+        "{t:#?}"
+    );
+    assert_eq!(report.exit_code(), 2);
+    let refreshed = refresh_observed(rig.engine.clone(), "app").await.unwrap();
+    assert!(
+        refreshed.contains(&(
+            "Topic".into(),
+            "refused (unverifiable-parameter), kept".into()
+        )),
+        "{refreshed:?}"
+    );
+    assert!(
+        refreshed.contains(&("Param".into(), "refreshed".into())),
+        "{refreshed:?}"
+    );
+    assert_eq!(
+        rig.state("app").await.resources["Topic"].refused(),
+        Some(RefusalCause::UnverifiableParameter)
+    );
+    no_plaintext_in_the_log(&rig).await;
+}
+
+#[tokio::test]
+async fn an_unknown_resource_is_an_error_that_lists_the_known_ones() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let e = drift_stack(
+        rig.engine.clone(),
+        "app",
+        &["Nope".into()],
+        DriftMode::Check,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("Nope") && e.contains("Topic"), "{e}");
+    let e = drift_stack(rig.engine.clone(), "other", &[], DriftMode::Check)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no recorded resources"), "{e}");
+}
