@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use indexmap::IndexMap;
 use serde_json::Value;
 use stackflow_core::intrinsics::{Environment, StackOutputRef};
-pub use stackflow_providers::lookups::{LookupError, Lookups, NoLookups};
+pub use stackflow_providers::lookups::{DeployedParameters, LookupError, Lookups, NoLookups};
 
 /// The lookups a template asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

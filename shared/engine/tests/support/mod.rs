@@ -15,7 +15,7 @@ use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::{Pseudo, StackOutputRef, bind_parameters};
 use stackflow_core::template::{NestedTemplate, Template};
 use stackflow_engine::engine::{DeployOptions, Engine};
-use stackflow_engine::lookups::{LookupError, Lookups};
+use stackflow_engine::lookups::{DeployedParameters, LookupError, Lookups};
 use stackflow_engine::progress::{Progress, ProgressEvent};
 use stackflow_engine::stack::StackInput;
 use stackflow_events::event::ProviderKind;
@@ -767,7 +767,7 @@ impl Lookups for FakeLookups {
     fn deployed_parameters<'a>(
         &'a self,
         stack_name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+    ) -> BoxFuture<'a, Result<Option<DeployedParameters>, LookupError>> {
         Box::pin(async move {
             match self.deployed.get(stack_name) {
                 None => Ok(None),

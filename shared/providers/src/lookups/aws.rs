@@ -14,7 +14,7 @@ use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::StackOutputRef;
 
 use super::ec2::Ec2;
-use super::{LookupError, Lookups};
+use super::{DeployedParameters, LookupError, Lookups};
 use crate::provider::BoxFuture;
 
 /// [`Lookups`] that ask AWS, with the credentials, region and endpoint of one
@@ -129,7 +129,7 @@ impl AwsLookups {
     async fn parameters_of(
         &self,
         stack_name: &str,
-    ) -> Result<Option<Vec<(String, String)>>, LookupError> {
+    ) -> Result<Option<DeployedParameters>, LookupError> {
         let what = || format!("the parameters of CloudFormation stack {stack_name}");
         let described = match self
             .cloudformation
@@ -339,7 +339,7 @@ impl Lookups for AwsLookups {
     fn deployed_parameters<'a>(
         &'a self,
         stack_name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+    ) -> BoxFuture<'a, Result<Option<DeployedParameters>, LookupError>> {
         Box::pin(self.parameters_of(stack_name))
     }
 

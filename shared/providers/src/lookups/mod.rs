@@ -13,6 +13,10 @@ use crate::provider::BoxFuture;
 
 pub use aws::AwsLookups;
 
+/// The parameters a CloudFormation stack was deployed with: (key, value), a `NoEcho`
+/// value as `****`.
+pub type DeployedParameters = Vec<(String, String)>;
+
 /// A lookup that failed (as opposed to one that found nothing, which is `Ok(None)`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {message}")]
@@ -65,7 +69,7 @@ pub trait Lookups: Send + Sync {
     fn deployed_parameters<'a>(
         &'a self,
         stack_name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Vec<(String, String)>>, LookupError>> {
+    ) -> BoxFuture<'a, Result<Option<DeployedParameters>, LookupError>> {
         let _ = stack_name;
         Box::pin(async { Ok(None) })
     }
