@@ -30,7 +30,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(1)
+            commands::error_code(&e)
         }
     }
 }

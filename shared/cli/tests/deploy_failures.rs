@@ -1404,7 +1404,8 @@ async fn a_second_deploy_of_a_stack_being_deployed_is_refused_and_names_the_hold
     let still_running = first.is_running();
     let pid = first.pid();
     let first = first.finish();
-    assert_eq!(second.code, Some(1), "{}", second.describe());
+    // Refused by the lock: exit 3, nothing done.
+    assert_eq!(second.code, Some(3), "{}", second.describe());
     assert!(
         second.stderr.contains("locked by") && second.stderr.contains(&format!("pid {pid}")),
         "the refusal does not name the holder (pid {pid}): {}",

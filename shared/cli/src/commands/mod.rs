@@ -10,7 +10,29 @@ mod state;
 
 use std::process::ExitCode;
 
+use stackflow_engine::engine::EngineError;
+use stackflow_events::StoreError;
+
 use crate::args::{Cli, Command, StateCommand};
+
+/// The exit code of a run refused because another run holds the stack's lock (a
+/// script can tell it from a failure: nothing was done, and trying later may work).
+pub const LOCKED: u8 = 3;
+
+/// The exit code of a command that ended with `e`: [`LOCKED`] when the stack's lock is
+/// held by another run, else 1.
+pub fn error_code(e: &anyhow::Error) -> ExitCode {
+    let locked = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<EngineError>(),
+            Some(EngineError::Store(StoreError::Locked { .. }))
+        ) || matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(StoreError::Locked { .. })
+        )
+    });
+    ExitCode::from(if locked { LOCKED } else { 1 })
+}
 
 /// Runs the command and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -11,8 +11,9 @@ use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::Value;
 use stackflow_core::intrinsics::partition;
 use stackflow_engine::definitions::{self, Target};
-use stackflow_engine::engine::DeployOptions;
+use stackflow_engine::engine::{DeployOptions, Engine};
 use stackflow_engine::keys::new_id;
+use stackflow_engine::sfn::errors::ErrorKind;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, StackRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
@@ -175,12 +176,57 @@ impl Remote {
                             d.error.as_deref().unwrap_or("no error name"),
                             d.cause.as_deref().unwrap_or("no cause given")
                         );
-                        ExitCode::from(1)
+                        // A `Fail` state of the state machine names the phase (a deploy
+                        // that could not start); the task's own error says why.
+                        let task = self.task_failure(execution).await;
+                        let locked = ErrorKind::Locked.name();
+                        let mut refused = d.error.as_deref() == Some(locked);
+                        if let Some((error, cause)) = task.filter(|t| d.error != Some(t.0.clone()))
+                        {
+                            println!("{}: the last task failure: {error}: {cause}", stream.stack);
+                            refused |= error == locked;
+                        }
+                        ExitCode::from(if refused { super::LOCKED } else { 1 })
                     }
                 });
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// The error name and cause of the last task failure of `execution` (the one its
+    /// state machine caught before ending in a `Fail` state that names the phase only:
+    /// `Stackflow.Locked` and the holder, for a deploy refused by the lock). `None` when
+    /// the history does not say.
+    async fn task_failure(&self, execution: &str) -> Option<(String, String)> {
+        let history = self
+            .sfn
+            .get_execution_history()
+            .execution_arn(execution)
+            .reverse_order(true)
+            .max_results(100)
+            .send()
+            .await
+            .ok()?;
+        let (error, cause) = history.events().iter().find_map(|e| {
+            if let Some(d) = e.task_failed_event_details() {
+                Some((d.error(), d.cause()))
+            } else if let Some(d) = e.activity_failed_event_details() {
+                Some((d.error(), d.cause()))
+            } else {
+                let d = e.lambda_function_failed_event_details()?;
+                Some((d.error(), d.cause()))
+            }
+        })?;
+        let cause = cause.unwrap_or_default();
+        // A Lambda function's cause is its error as JSON; an activity's is the message.
+        let message = serde_json::from_str::<Value>(cause)
+            .ok()
+            .and_then(|c| c.get("errorMessage")?.as_str().map(str::to_string));
+        Some((
+            error?.to_string(),
+            message.unwrap_or_else(|| cause.to_string()),
+        ))
     }
 
     /// Uploads the stack's input and starts its deploy; follows it unless told not to.
@@ -278,8 +324,9 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
     if let Some(role) = &args.create_state_machines {
         create_state_machines(&sfn, &setup, &args.engine, role, &activities).await?;
     }
+    let name = format!("{} {}", crate::liveness::whoami(), std::process::id());
     let tasks = Arc::new(Tasks {
-        engine: setup.engine.clone(),
+        engine: execution_engine(&setup, &name),
         s3: s3_client(&config),
         sfn: sfn.clone(),
         bucket,
@@ -289,7 +336,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         tasks,
         sfn,
         activities: activities.clone(),
-        name: format!("{} {}", crate::liveness::whoami(), std::process::id()),
+        name,
         per_task: usize::from(args.concurrency),
         heartbeat: Duration::from_secs(10),
     };
@@ -300,6 +347,27 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
     );
     worker.run(stop_on_ctrl_c()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The engine the worker runs executions' tasks with: the CLI's, except that a lock it
+/// takes belongs to the execution, not to this process: held without a lease (no task
+/// renews it, and another worker may run the execution's later tasks) and recorded under
+/// a name that no liveness check takes for a process (`worker user@host N`), so that it is
+/// only ever released by the execution or broken with `stackflow unlock`.
+fn execution_engine(setup: &Setup, worker: &str) -> Arc<Engine<Store>> {
+    let cli = &setup.engine;
+    Arc::new(Engine {
+        store: cli.store.clone(),
+        providers: cli.providers.clone(),
+        lookups: cli.lookups.clone(),
+        region: cli.region.clone(),
+        who: format!("worker {worker}"),
+        cloudformation_fallback: cli.cloudformation_fallback,
+        progress: cli.progress.clone(),
+        stale: cli.stale.clone(),
+        lease: None,
+        digest_key: cli.digest_key.clone(),
+    })
 }
 
 /// `stackflow worker --create-state-machines ROLE`: creates the engine's state machines on
