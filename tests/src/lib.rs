@@ -5,16 +5,19 @@
 //! started, shared by the tests of one binary, and stopped. [`cli`] runs the `stackflow`
 //! binary against it, and [`secret_scan`] looks for known plaintexts in what was written.
 //! [`deploy`] builds an engine in the test process; [`latency`] and [`faults`] are proxies
-//! that delay or fault its calls, and [`inventory`] asks the emulator what it holds.
+//! that delay or fault its calls, [`inventory`] asks the emulator what it holds, and
+//! [`audit`] checks recorded states against it; [`worker`] runs an engine through Step
+//! Functions, its tasks run by an in-process `stackflow worker`.
 
+pub mod audit;
 pub mod cli;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
-pub mod gate;
 pub mod http1;
 pub mod inventory;
 pub mod latency;
 pub mod secret_scan;
+pub mod worker;
 
 pub use emulator::{Emulator, unique_name};

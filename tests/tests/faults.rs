@@ -45,23 +45,19 @@ use std::time::Instant;
 
 use aws_types::SdkConfig;
 use serde_json::{Value, json};
-use stackflow_core::template::{Policy, StackTemplate, Template};
+use stackflow_core::template::{StackTemplate, Template};
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::{
     DeployOptions, Engine, StackReport, StackStatus, deploy_stack, destroy_stack,
 };
-use stackflow_events::projection::{ResourceState, StackState};
+use stackflow_events::EventStore;
+use stackflow_events::projection::StackState;
 use stackflow_events::sqlite::SqliteStore;
-use stackflow_events::{EventStore, StreamId, load_state};
-use stackflow_providers::ProviderKind;
-use stackflow_providers::provider::{CurrentState, ResourceRequest};
-use stackflow_providers::router::{Providers, Router};
+use stackflow_tests::audit::{Audit, kept_on_destroy, resources};
 use stackflow_tests::deploy::{
     cli_config, corpus_template, dynamo_on, dynamo_store, engine, input, summary,
 };
-use stackflow_tests::emulator::REGION;
 use stackflow_tests::faults::{Fault, FaultConfig, FaultProxy};
-use stackflow_tests::inventory::{Inventory, SDK_TYPES, same_value};
 use stackflow_tests::{Emulator, unique_name};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -165,36 +161,26 @@ fn options(allow_stateful_replacement: bool) -> DeployOptions {
 
 /// One campaign: an engine on the proxy, its store, and what it checks with.
 struct Campaign<S> {
-    label: &'static str,
     engine: Arc<Engine<S>>,
     /// The same store on the emulator's own endpoint, for the checks.
     direct: Arc<S>,
-    providers: Providers,
-    inventory: Inventory,
-    tag: String,
     /// The stacks deployed, by name.
     stacks: BTreeSet<String>,
-    /// The resource types of the templates.
-    types: BTreeSet<String>,
-    /// What Cloud Control listed per type before the campaign.
-    baseline: BTreeMap<String, BTreeSet<String>>,
-    problems: Vec<String>,
+    /// The checks (the campaign's tag, types, baseline, problems).
+    audit: Audit,
 }
 
 impl<S: EventStore + 'static> Campaign<S> {
+    fn label(&self) -> &str {
+        &self.audit.label
+    }
+
     fn problem(&mut self, what: String) {
-        eprintln!("[{}] PROBLEM {what}", self.label);
-        self.problems.push(what);
+        self.audit.problem(what);
     }
 
     fn stack(&self, short: &str) -> String {
-        format!("{}-{short}", self.tag)
-    }
-
-    async fn state(&self, stack: &str) -> Result<StackState, String> {
-        load_state(&*self.direct, &StreamId::new(REGION, stack))
-            .await
-            .map_err(|e| format!("reading the state of {stack}: {e}"))
+        format!("{}-{short}", self.audit.tag)
     }
 
     /// Deploys stacks at once; `Err` when the engine could not run.
@@ -206,7 +192,7 @@ impl<S: EventStore + 'static> Campaign<S> {
         for (name, input, allow) in runs {
             self.stacks.insert(name.clone());
             for r in input.template.resources.values() {
-                self.types.insert(r.ty.clone());
+                self.audit.types.insert(r.ty.clone());
             }
             let engine = self.engine.clone();
             set.spawn(async move {
@@ -227,7 +213,7 @@ impl<S: EventStore + 'static> Campaign<S> {
         for (name, report) in self.deploy_all(runs).await {
             match report {
                 Ok(r) if r.status == StackStatus::Succeeded => {
-                    eprintln!("[{}] {step} {name}: {}", self.label, summary(&r));
+                    eprintln!("[{}] {step} {name}: {}", self.label(), summary(&r));
                 }
                 Ok(r) => self.problem(format!("{step} {name}: {}", summary(&r))),
                 Err(e) => self.problem(format!("{step} {name}: the engine failed: {e}")),
@@ -248,7 +234,7 @@ impl<S: EventStore + 'static> Campaign<S> {
             let (name, report) = joined.expect("a destroy task panicked");
             match report {
                 Ok(r) if matches!(r.status, StackStatus::Succeeded | StackStatus::NoChanges) => {
-                    eprintln!("[{}] destroy {name}: {}", self.label, summary(&r));
+                    eprintln!("[{}] destroy {name}: {}", self.label(), summary(&r));
                 }
                 Ok(r) => self.problem(format!("destroy {name}: {}", summary(&r))),
                 Err(e) => self.problem(format!("destroy {name}: the engine failed: {e}")),
@@ -256,184 +242,11 @@ impl<S: EventStore + 'static> Campaign<S> {
         }
     }
 
-    async fn cloud_control_listing(&self, ty: &str) -> Option<BTreeSet<String>> {
-        self.inventory
-            .cloud_control(ty)
-            .await
-            .ok()
-            .map(|v| v.into_iter().collect())
-    }
-
-    async fn take_baseline(&mut self, types: &BTreeSet<String>) {
-        for ty in types {
-            if let Some(ids) = self.cloud_control_listing(ty).await {
-                self.baseline.insert(ty.clone(), ids);
-            }
-        }
-    }
-
-    /// Checks every state against AWS, and AWS against the states (see the module
-    /// documentation). Returns the states.
+    /// Checks every state against AWS, and AWS against the states (see
+    /// [`stackflow_tests::audit`]). Returns the states.
     async fn verify(&mut self, step: &str) -> BTreeMap<String, StackState> {
-        let mut states = BTreeMap::new();
-        let mut known: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for stack in self.stacks.clone() {
-            let state = match self.state(&stack).await {
-                Ok(s) => s,
-                Err(e) => {
-                    self.problem(format!("after {step}: {e}"));
-                    continue;
-                }
-            };
-            self.check_state(step, &stack, &state, &mut known).await;
-            states.insert(stack, state);
-        }
-        self.check_orphans(step, &known).await;
-        states
+        self.audit.verify(step, &*self.direct, &self.stacks).await
     }
-
-    async fn check_state(
-        &mut self,
-        step: &str,
-        stack: &str,
-        state: &StackState,
-        known: &mut BTreeMap<String, BTreeSet<String>>,
-    ) {
-        if !state.pending.is_empty() {
-            let ids: Vec<&String> = state.pending.keys().collect();
-            self.problem(format!("after {step}: {stack} has pending intents {ids:?}"));
-        }
-        if !state.predecessors.is_empty() {
-            let ids: Vec<&String> = state.predecessors.keys().collect();
-            self.problem(format!(
-                "after {step}: {stack} still has predecessors {ids:?}"
-            ));
-        }
-        if let Some(holder) = &state.lock {
-            self.problem(format!(
-                "after {step}: {stack} is still locked by {}",
-                holder.who
-            ));
-        }
-        for (id, r) in &state.resources {
-            let sdk = r.provider == ProviderKind::Sdk;
-            let what = format!("{stack}/{id} ({}, {})", r.resource_type, r.physical_id);
-            if !known
-                .entry(r.resource_type.clone())
-                .or_default()
-                .insert(r.physical_id.clone())
-            {
-                self.problem(format!("after {step}: {what} is recorded twice"));
-            }
-            match self
-                .inventory
-                .exists(&r.resource_type, &r.physical_id, sdk)
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) => {
-                    self.problem(format!("after {step}: {what} is in the state, not in AWS"))
-                }
-                Err(e) => self.problem(format!("after {step}: asking AWS for {what}: {e}")),
-            }
-            if let Some(m) = self.mismatch(stack, id, r).await {
-                self.problem(format!(
-                    "after {step}: {what}: the state does not match AWS: {m}"
-                ));
-            }
-        }
-    }
-
-    /// What differs between a resource's recorded properties and what its provider reads
-    /// in AWS (the properties both have); `None` when nothing does.
-    async fn mismatch(&self, stack: &str, id: &str, r: &ResourceState) -> Option<String> {
-        let provider = self
-            .providers
-            .for_recorded(&r.resource_type, r.provider)
-            .ok()?;
-        let mut request = ResourceRequest::new(stack, id, &r.resource_type, r.properties.clone());
-        request.physical_id = Some(r.physical_id.clone());
-        let read = provider.read_current_state(&request).await;
-        let Ok(CurrentState::Found(aws)) = read else {
-            return match read {
-                Ok(CurrentState::NotFound) => Some("the provider does not find it".into()),
-                Err(e) => Some(format!("the provider cannot read it: {e}")),
-                _ => None,
-            };
-        };
-        let differ: Vec<String> = r
-            .properties
-            .iter()
-            .filter_map(|(k, want)| {
-                let got = aws.get(k)?;
-                (!same_value(want, got)).then(|| format!("{k}: recorded {want}, AWS {got}"))
-            })
-            .collect();
-        (!differ.is_empty()).then(|| differ.join("; "))
-    }
-
-    /// Every tagged resource and every resource Cloud Control made since the baseline is
-    /// in a state.
-    async fn check_orphans(&mut self, step: &str, known: &BTreeMap<String, BTreeSet<String>>) {
-        let none = BTreeSet::new();
-        for ty in self.types.clone() {
-            let recorded = known.get(&ty).unwrap_or(&none);
-            if SDK_TYPES.contains(&ty.as_str()) {
-                match self.inventory.tagged(&ty, &self.tag).await {
-                    Ok(ids) => {
-                        for id in ids.iter().filter(|id| !recorded.contains(*id)) {
-                            self.problem(format!("after {step}: {ty} {id} exists in AWS and in no state (orphan or duplicate)"));
-                        }
-                    }
-                    Err(e) => self.problem(format!("after {step}: listing {ty}: {e}")),
-                }
-            }
-            let (Some(before), Some(now)) = (
-                self.baseline.get(&ty).cloned(),
-                self.cloud_control_listing(&ty).await,
-            ) else {
-                continue;
-            };
-            for id in now.difference(&before).filter(|id| !recorded.contains(*id)) {
-                self.problem(format!("after {step}: {ty} {id} was made through Cloud Control and is in no state (orphan or duplicate)"));
-            }
-        }
-    }
-}
-
-/// The resources that a destroy keeps (their `DeletionPolicy`): type, physical id, and
-/// whether the SDK made them.
-fn kept_on_destroy(states: &BTreeMap<String, StackState>) -> Vec<(String, String, bool)> {
-    let kept = |p: Option<Policy>| {
-        matches!(
-            p,
-            Some(Policy::Retain | Policy::RetainExceptOnCreate | Policy::Snapshot)
-        )
-    };
-    let all = states.values().flat_map(|s| s.resources.values());
-    all.filter(|r| kept(r.deletion_policy))
-        .map(|r| {
-            (
-                r.resource_type.clone(),
-                r.physical_id.clone(),
-                r.provider == ProviderKind::Sdk,
-            )
-        })
-        .collect()
-}
-
-/// The resources of a state: logical id to physical id and properties.
-fn resources(state: &StackState) -> BTreeMap<String, (String, Value)> {
-    state
-        .resources
-        .iter()
-        .map(|(id, r)| {
-            (
-                id.clone(),
-                (r.physical_id.clone(), Value::Object(r.properties.clone())),
-            )
-        })
-        .collect()
 }
 
 impl<S: EventStore + 'static> Campaign<S> {
@@ -444,7 +257,7 @@ impl<S: EventStore + 'static> Campaign<S> {
         if long() {
             cases.extend_from_slice(LONG_CASES);
         }
-        let tag = self.tag.clone();
+        let tag = self.audit.tag.clone();
         let stacks: Vec<(String, StackTemplate)> = cases
             .iter()
             .map(|(dir, stem, short)| (self.stack(short), load(dir, stem, &tag)))
@@ -456,7 +269,7 @@ impl<S: EventStore + 'static> Campaign<S> {
         for t in stacks.iter().map(|(_, s)| s).chain([&v1, &v2]) {
             types.extend(t.template.resources.values().map(|r| r.ty.clone()));
         }
-        self.take_baseline(&types).await;
+        self.audit.take_baseline(&types).await;
 
         let mut runs: Vec<(String, StackInput, bool)> = stacks
             .iter()
@@ -483,7 +296,7 @@ impl<S: EventStore + 'static> Campaign<S> {
 
         let retained = kept_on_destroy(&states);
         self.destroy_all().await;
-        self.clean_up_retained(&retained).await;
+        self.audit.clean_up_retained(&retained).await;
         let after = self.verify("destroy").await;
         for (stack, state) in after {
             if !state.resources.is_empty() {
@@ -496,22 +309,7 @@ impl<S: EventStore + 'static> Campaign<S> {
 
     fn checked(&self, step: &str, started: Instant) {
         let at = started.elapsed().as_secs_f64();
-        eprintln!("[{}] {step} checked at {at:.1}s", self.label);
-    }
-
-    /// The resources a destroy keeps must still exist; then they are deleted, so that
-    /// nothing is left.
-    async fn clean_up_retained(&mut self, retained: &[(String, String, bool)]) {
-        for (ty, id, sdk) in retained {
-            match self.inventory.exists(ty, id, *sdk).await {
-                Ok(true) => {}
-                Ok(false) => self.problem(format!("after destroy: the retained {ty} {id} is gone")),
-                Err(e) => self.problem(format!("after destroy: asking AWS for {ty} {id}: {e}")),
-            }
-            if let Err(e) = self.inventory.delete(ty, id, *sdk).await {
-                self.problem(format!("deleting the retained {ty} {id}: {e}"));
-            }
-        }
+        eprintln!("[{}] {step} checked at {at:.1}s", self.label());
     }
 
     /// Step 3: a deploy that fails and rolls back to the state before it. Returns the
@@ -528,7 +326,7 @@ impl<S: EventStore + 'static> Campaign<S> {
             Some(Ok(r)) => {
                 let rolled_back = r.rollback.as_ref().is_some_and(|rb| rb.complete());
                 let only_broken = r.failures.iter().all(|f| f.logical_id == "BrokenParameter");
-                eprintln!("[{}] failing deploy {stack}: {}", self.label, summary(&r));
+                eprintln!("[{}] failing deploy {stack}: {}", self.label(), summary(&r));
                 if r.status != StackStatus::Failed || !rolled_back || !only_broken {
                     self.problem(format!("failing deploy {stack}: {}", summary(&r)));
                 }
@@ -567,16 +365,10 @@ async fn campaign<S: EventStore + 'static>(
 ) -> Vec<String> {
     let emulator = Emulator::shared().await;
     let mut c = Campaign {
-        label,
         engine: engine(config, store),
         direct,
-        providers: Providers::from_config(&emulator.sdk_config().await, None),
-        inventory: Inventory::new(emulator).await,
-        tag: unique_name("f"),
         stacks: BTreeSet::new(),
-        types: BTreeSet::new(),
-        baseline: BTreeMap::new(),
-        problems: Vec::new(),
+        audit: Audit::new(emulator, label, &unique_name("f")).await,
     };
     let started = Instant::now();
     c.run().await;
@@ -592,7 +384,7 @@ async fn campaign<S: EventStore + 'static>(
     if let Some(r) = retries() {
         eprintln!("[{label}] {r}");
     }
-    c.problems
+    c.audit.problems
 }
 
 /// The faults of a campaign: from the environment, [`SPARED`] spared.
