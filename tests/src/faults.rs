@@ -52,7 +52,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::http1::{Response, read_request, read_response, upstream_addr, with_host};
+use crate::http1::{Response, forward, read_request, upstream_addr};
 
 mod wire;
 
@@ -476,21 +476,12 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>)
     let _ = client.set_zero_linger();
 }
 
-/// Sends one request to the emulator on a connection of its own, and reads its answer.
-async fn forward(upstream: SocketAddr, request: &[u8], method: &str) -> std::io::Result<Response> {
-    let mut server = TcpStream::connect(upstream).await?;
-    let _ = server.set_nodelay(true);
-    server
-        .write_all(&with_host(request, &upstream.to_string()))
-        .await?;
-    read_response(&mut server, &mut Vec::new(), method).await
-}
-
 #[cfg(test)]
 mod tests {
     use tokio::io::AsyncReadExt;
 
     use super::*;
+    use crate::http1::read_response;
     use crate::http1::tests::ok_server;
 
     const SIGNED: &str = "Authorization: AWS4-HMAC-SHA256 Credential=test/20240101/us-east-1";

@@ -7,7 +7,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// `http://host:port/...`, `host:port` or a socket address, as the address to connect to.
 pub(crate) async fn upstream_addr(upstream: &str) -> io::Result<SocketAddr> {
@@ -415,6 +415,21 @@ pub(crate) async fn read_response<R: AsyncRead + Unpin>(
         }
         return Ok(Response { bytes, close });
     }
+}
+
+/// Sends one request to `upstream` on a connection of its own (its `Host` header naming
+/// `upstream`), and reads its whole answer.
+pub(crate) async fn forward(
+    upstream: SocketAddr,
+    request: &[u8],
+    method: &str,
+) -> io::Result<Response> {
+    let mut server = tokio::net::TcpStream::connect(upstream).await?;
+    let _ = server.set_nodelay(true);
+    server
+        .write_all(&with_host(request, &upstream.to_string()))
+        .await?;
+    read_response(&mut server, &mut Vec::new(), method).await
 }
 
 #[cfg(test)]

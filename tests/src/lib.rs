@@ -14,6 +14,7 @@ pub mod cli;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
+pub mod gate;
 pub mod http1;
 pub mod inventory;
 pub mod latency;
