@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use stackflow_core::drift::{
-    Classification, CompareRules, Comparison, Difference, Resolved as ResolvedRefs, accept, compare,
+    Classification, CompareRules, Comparison, Difference, accept, compare,
 };
 use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind};
 use stackflow_events::projection::ResourceState;
@@ -17,7 +17,7 @@ use stackflow_providers::provider::{CurrentState, ResourceRequest};
 
 use crate::engine::{Engine, EngineError};
 use crate::keys::{RunEvent, new_id, run_key};
-use crate::observe::{baseline_of, read_now};
+use crate::observe::{baseline_of, read_now, read_request, resolved_refs};
 use crate::recorder::Recorder;
 use crate::secrets::{contains_mask, resolve_dynamic};
 
@@ -292,13 +292,6 @@ async fn check_all<S: EventStore + 'static>(
     Ok(out)
 }
 
-/// The request a read of recorded resource `r` sends.
-fn read_request(stack: &str, id: &str, r: &ResourceState) -> ResourceRequest {
-    let mut request = ResourceRequest::new(stack, id, &r.resource_type, r.properties.clone());
-    request.physical_id = Some(r.physical_id.clone());
-    request
-}
-
 /// What the comparison of `r` is made against, and how.
 fn reference_of(r: &ResourceState) -> (Against, &Map<String, Value>) {
     match &r.baseline {
@@ -382,13 +375,7 @@ async fn rules_for<S: EventStore + 'static>(
     against: Against,
 ) -> CompareRules {
     let mut rules = CompareRules::for_type(&r.resource_type, against == Against::Baseline);
-    if let Ok(resolved) = resolve_dynamic(engine.lookups.as_ref(), &r.properties).await {
-        let mut refs = ResolvedRefs::new();
-        for (reference, value) in resolved.values {
-            refs.insert(reference, value);
-        }
-        rules.resolved = refs;
-    }
+    rules.resolved = resolved_refs(engine, &r.properties).await;
     rules
 }
 

@@ -9,13 +9,17 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
-use stackflow_core::drift::observed_baseline;
+use stackflow_core::drift::{Resolved, confirm_masked, masked_positions, observed_baseline};
 use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause};
+use stackflow_events::projection::ResourceState;
 use stackflow_events::{EventStore, NewEvent, Precondition, StreamId};
 use stackflow_providers::provider::{CurrentState, ResourceRequest};
 use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
+use crate::keys::{RunEvent, new_id, run_key};
+use crate::recorder::Recorder;
+use crate::secrets::resolve_dynamic;
 
 /// What AWS holds now for the resource `request` names (its physical id set), through
 /// the provider that made it (`kind`), else a Cloud Control read. A nested stack and a
@@ -61,6 +65,100 @@ async fn read_with<S: EventStore + 'static>(
         Ok(state) => state,
         Err(e) => CurrentState::CannotRead(e.to_string()),
     }
+}
+
+/// The request a read of recorded resource `r` (logical id `id`) sends.
+pub(crate) fn read_request(stack: &str, id: &str, r: &ResourceState) -> ResourceRequest {
+    let mut request = ResourceRequest::new(stack, id, &r.resource_type, r.properties.clone());
+    request.physical_id = Some(r.physical_id.clone());
+    request
+}
+
+/// What the dynamic references of `props` resolve to now, for the comparisons that
+/// need them (values in memory only); empty when they cannot be resolved.
+pub(crate) async fn resolved_refs<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    props: &Map<String, Value>,
+) -> Resolved {
+    let mut refs = Resolved::new();
+    if let Ok(resolved) = resolve_dynamic(engine.lookups.as_ref(), props).await {
+        for (reference, value) in resolved.values {
+            refs.insert(reference, value);
+        }
+    }
+    refs
+}
+
+/// Seed 003: a deploy that changes nothing clears the `***` positions of a baseline that
+/// the resource's own references confirm now ([`confirm_masked`]). Best effort: it takes
+/// the stack's lock only when there is something to clear, and any failure leaves the
+/// masks as they are. Returns how many baselines were cleared.
+pub(crate) async fn confirm_masks<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    recorder: &Recorder<S>,
+) -> usize {
+    let candidates: Vec<(String, ResourceState, Map<String, Value>)> = {
+        let s = recorder.state();
+        s.resources
+            .iter()
+            .filter_map(|(id, r)| match &r.baseline {
+                Some(Baseline::Recorded { observed })
+                    if !masked_positions(observed).is_empty()
+                        && Value::Object(r.properties.clone())
+                            .to_string()
+                            .contains("{{resolve:") =>
+                {
+                    Some((id.clone(), r.clone(), observed.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut cleared = Vec::new();
+    for (id, r, observed) in candidates {
+        let CurrentState::Found(aws) =
+            read_now(engine, &read_request(stack, &id, &r), r.provider).await
+        else {
+            continue;
+        };
+        let refs = resolved_refs(engine, &r.properties).await;
+        if let Some(baseline) = confirm_masked(&observed, &r.properties, &aws, &refs) {
+            cleared.push((id, baseline));
+        }
+    }
+    if cleared.is_empty() {
+        return 0;
+    }
+    let run = new_id("o");
+    let holder = engine.holder(&run, "baseline");
+    let locked = Event::LockTaken {
+        holder: holder.clone(),
+    };
+    if engine
+        .take_lock(recorder, run_key(&run, RunEvent::Locked), locked, holder)
+        .await
+        .is_err()
+    {
+        return 0;
+    }
+    let pre = Precondition::HoldsLock(run.clone());
+    let mut n = 0;
+    for (id, observed) in cleared {
+        let event = Event::BaselineRecorded {
+            logical_id: id.clone(),
+            baseline: Baseline::Recorded { observed },
+        };
+        if recorder
+            .append(format!("{run}/confirmed/{id}"), event, &pre)
+            .await
+            .is_ok()
+        {
+            n += 1;
+        }
+    }
+    let _ = crate::destroy::release(recorder, &run).await;
+    n
 }
 
 /// The baseline of a resource recorded with `recorded` properties (secrets as their

@@ -237,3 +237,35 @@ async fn an_unknown_resource_is_an_error_that_lists_the_known_ones() {
         .to_string();
     assert!(e.contains("no recorded resources"), "{e}");
 }
+
+/// Seed 003: a deploy that changes nothing clears a mask the resource's own references
+/// confirm (AWS holds exactly the template's text with the references' values).
+#[tokio::test]
+async fn a_no_op_deploy_clears_a_mask_its_references_confirm() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let mut masked = observed(&rig, "Param").await;
+    masked.insert("Value".into(), json!("***"));
+    rig.store
+        .append(
+            &rig.stream("app"),
+            &NewEvent::new(
+                "test/masked",
+                Event::BaselineRefreshed {
+                    logical_id: "Param".into(),
+                    baseline: Baseline::Recorded { observed: masked },
+                },
+            ),
+            &Precondition::None,
+        )
+        .await
+        .unwrap();
+    let report = support::deploy(&rig, &input("app", template("Orders"))).await;
+    assert_eq!(report.status, stackflow_engine::StackStatus::NoChanges);
+    assert_eq!(
+        observed(&rig, "Param").await["Value"],
+        format!("postgres://app:{REFERENCE}@db")
+    );
+    assert!(rig.lock_holder("app").await.is_none());
+    no_plaintext_in_the_log(&rig).await;
+}

@@ -22,6 +22,7 @@
 
 mod accept;
 mod compare;
+mod confirm;
 mod dependence;
 mod markers;
 mod normalize;
@@ -37,6 +38,7 @@ use serde_json::{Map, Value};
 
 pub use accept::{AcceptRefused, accept};
 pub use compare::compare;
+pub use confirm::confirm_masked;
 pub use dependence::{Dependence, resources_depending_on};
 pub use markers::masked_positions;
 pub use observe::observed_baseline;

@@ -114,7 +114,9 @@ impl<S: EventStore + 'static> Deployment<S> {
         let (answers, imports) = engine.gather(&input, &recorder, true).await?;
         let key = engine.stack_digest_key(&input.name);
         let first = plan_of(&input, &recorder, &answers, key.as_ref())?;
-        if let Some(outputs) = unchanged(&recorder.state(), &first, &input) {
+        let unchanged = unchanged(&recorder.state(), &first, &input);
+        if let Some(outputs) = unchanged {
+            crate::observe::confirm_masks(&engine, &input.name, &recorder).await;
             report.status = StackStatus::NoChanges;
             report.outputs = outputs;
             return Ok((None, report));
