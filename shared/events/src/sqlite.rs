@@ -146,13 +146,7 @@ impl SqliteStore {
         })?;
         let mut writer = Connection::open(&path).map_err(backend(&shown, "open"))?;
         configure(&writer).map_err(backend(&shown, "configure"))?;
-        // WAL lets readers run while a writer writes, here and in other processes. The
-        // mode is stored in the file; when it cannot be had (e.g. a file system without
-        // shared memory) SQLite keeps its rollback journal, where the transactions below
-        // are just as exclusive.
-        let _mode: String = writer
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(backend(&shown, "set WAL mode"))?;
+        set_wal(&writer).map_err(backend(&shown, "set WAL mode"))?;
         migrate(&mut writer, &shown)?;
         let reader = Connection::open(&path).map_err(backend(&shown, "open"))?;
         configure(&reader).map_err(backend(&shown, "configure"))?;
@@ -232,6 +226,34 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // survive a crash right after it.
     conn.pragma_update(None, "synchronous", "FULL")?;
     Ok(())
+}
+
+/// Switches the file to WAL, which lets readers run while a writer writes, here and in
+/// other processes. The mode is stored in the file; when it cannot be had (e.g. a file
+/// system without shared memory) SQLite keeps its rollback journal, where the
+/// transactions are just as exclusive.
+///
+/// The switch of a new file writes it, from within a read: while another connection
+/// writes (another process switching the same new file), SQLite answers "busy" at once
+/// instead of waiting, since waiting with a read lock could deadlock. Ten deploys started
+/// at once in one directory do that; the switch is tried again until [`BUSY_TIMEOUT`].
+fn set_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other.map(drop),
+        }
+    }
 }
 
 /// Creates the layout in a new file, or brings an older one up to [`SCHEMA_VERSION`].
@@ -682,5 +704,38 @@ impl EventStore for SqliteStore {
         pre: &Precondition,
     ) -> StoreResult<Rewritten> {
         self.rewrite_events(stream, rewrite, pre).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another process switching a new file to WAL holds its write lock for a moment; an
+    /// open meanwhile is told "busy" at once (SQLite does not wait while the asker holds a
+    /// read lock), and must wait its turn instead of failing.
+    #[test]
+    fn an_open_waits_while_another_switches_a_new_file_to_wal() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "stackflow-sqlite-open-{}-{nanos}",
+            std::process::id()
+        ));
+        let path = dir.join("events.db");
+        std::fs::create_dir_all(&dir).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let opening = {
+            let path = path.clone();
+            std::thread::spawn(move || SqliteStore::open(&path).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        other.execute_batch("COMMIT").unwrap();
+        let opened = opening.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(opened.is_ok(), "{opened:?}");
     }
 }
