@@ -12,6 +12,7 @@
 pub mod audit;
 pub mod cli;
 pub mod deploy;
+pub mod drift_cli;
 pub mod emulator;
 pub mod faults;
 pub mod gate;

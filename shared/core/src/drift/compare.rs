@@ -2,7 +2,8 @@
 //!
 //! The walk follows the baseline. At each position:
 //!
-//! - a write-only path (see [`CompareRules::write_only`]) is skipped and reported;
+//! - a write-only path (see [`CompareRules::write_only`]) is skipped and reported, and so
+//!   is an object AWS does not return whose every key is write-only;
 //! - a masked string (`***`, a stackflow mask) is not compared, whatever AWS holds;
 //! - a string with dynamic references is compared by the text around them, with the
 //!   references [`CompareRules::resolved`] gives filled in;
@@ -14,7 +15,9 @@
 //! - JSON text and the document it holds are the same; scalars as in
 //!   [`normalize::scalars_equal`] (numbers and booleans as text, an ARN and its name).
 //!
-//! A key only the baseline has is drift; a key only AWS has is drift only when
+//! A key only the baseline has is drift, unless it holds AWS's default for that
+//! top-level property ([`CompareRules::defaults`]: providers leave defaults out of what
+//! they read); a key only AWS has is drift only when
 //! [`CompareRules::baseline_is_observed`]. A `null` in the baseline equals no value.
 
 use serde_json::{Map, Value};
@@ -89,10 +92,29 @@ impl<'r> Walk<'r> {
         match (b, a) {
             (Some(b), Some(a)) => self.value(b, a, path),
             (Some(Value::Null), None) | (None, None) => {}
+            (Some(b), None) if self.rules.is_default(path, b) => {}
+            (Some(b), None) if self.wholly_write_only(b, path) => {
+                self.write_only.push(pointer(path));
+            }
             (Some(b), None) => self.differ(Some(b), None, path),
             (None, Some(a)) if self.rules.baseline_is_observed => self.differ(None, Some(a), path),
             (None, Some(_)) => {}
         }
+    }
+
+    /// True when `b` is an object AWS gives back none of: every key of it, at any depth,
+    /// is write-only (Lambda's `Code` of `ZipFile` or `S3Bucket`/`S3Key`).
+    fn wholly_write_only(&self, b: &Value, path: &mut Vec<Seg>) -> bool {
+        let Value::Object(m) = b else {
+            return false;
+        };
+        !m.is_empty()
+            && m.iter().all(|(k, v)| {
+                path.push(Seg::Key(k.clone()));
+                let ok = self.rules.is_write_only(path) || self.wholly_write_only(v, path);
+                path.pop();
+                ok
+            })
     }
 
     /// A difference at `path`, shown safely; the masked positions inside the recorded

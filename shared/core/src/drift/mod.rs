@@ -23,6 +23,7 @@
 mod accept;
 mod compare;
 mod confirm;
+mod defaults;
 mod dependence;
 mod markers;
 mod normalize;

@@ -23,6 +23,10 @@ pub struct CompareRules {
     pub write_only: BTreeSet<String>,
     /// What dynamic references resolve to now, to compare the positions that hold them.
     pub resolved: Resolved,
+    /// Top-level properties and the value AWS holds when none is given: a recorded value
+    /// equal to it is in sync with a read that leaves the property out (providers report
+    /// only what differs from AWS's defaults).
+    pub defaults: BTreeMap<String, serde_json::Value>,
 }
 
 /// The current values of dynamic references, by their `{{resolve:...}}` text. `Debug`
@@ -128,6 +132,9 @@ impl CompareRules {
                 .collect(),
             write_only,
             resolved: Resolved::default(),
+            defaults: super::defaults::defaults_of(resource_type)
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -137,6 +144,22 @@ impl CompareRules {
 
     pub(crate) fn is_write_only(&self, path: &[Seg]) -> bool {
         self.write_only.iter().any(|p| pattern_matches(p, path))
+    }
+
+    /// True when `recorded`, at the top-level `path`, is AWS's default there.
+    pub(crate) fn is_default(&self, path: &[Seg], recorded: &serde_json::Value) -> bool {
+        let [Seg::Key(k)] = path else {
+            return false;
+        };
+        self.defaults.get(k).is_some_and(|d| match (recorded, d) {
+            (serde_json::Value::Array(r), serde_json::Value::Array(d)) => {
+                r.len() == d.len()
+                    && r.iter()
+                        .zip(d)
+                        .all(|(r, d)| super::normalize::scalars_equal(r, d))
+            }
+            _ => super::normalize::scalars_equal(recorded, d),
+        })
     }
 }
 

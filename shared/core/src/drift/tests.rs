@@ -369,6 +369,32 @@ fn write_only_properties_are_not_compared_and_reported() {
 }
 
 #[test]
+fn an_object_of_write_only_keys_that_aws_leaves_out_is_not_compared() {
+    let rules = CompareRules::for_type("AWS::Lambda::Function", false);
+    let b = map(json!({"Code": {"ZipFile": "exports.handler = 1"}, "Timeout": 10}));
+    let a = map(json!({"Timeout": 10}));
+    let c = compare(&b, &a, &rules);
+    assert_eq!(c.classification, Classification::InSync);
+    assert_eq!(c.not_compared_write_only, ["/Code"]);
+    let s3 = map(json!({"Code": {"S3Bucket": "b", "S3Key": "k"}}));
+    assert_eq!(
+        compare(&s3, &map(json!({})), &rules).classification,
+        Classification::InSync
+    );
+    // One key AWS would return makes the missing object drift; so does an empty one.
+    let mixed = map(json!({"Code": {"ZipFile": "x", "Other": 1}}));
+    assert_eq!(
+        diff_paths(&compare(&mixed, &map(json!({})), &rules)),
+        ["/Code"]
+    );
+    let empty = map(json!({"Code": {}}));
+    assert_eq!(
+        diff_paths(&compare(&empty, &map(json!({})), &rules)),
+        ["/Code"]
+    );
+}
+
+#[test]
 fn a_masked_position_alone_is_not_compared() {
     let b = map(json!({"Password": MASKED, "Name": "db"}));
     let a = map(json!({"Password": SECRET, "Name": "db"}));

@@ -104,6 +104,27 @@ impl ImportReport {
 struct Found {
     record: ResourceRecord,
     baseline: Baseline,
+    /// The properties as the template gives them (parameters at their Defaults), which
+    /// a resource refused for an unverifiable parameter records instead of AWS's.
+    template_properties: Map<String, Value>,
+}
+
+impl Found {
+    /// Records the template's properties, not AWS's: AWS's values may be a parameter's
+    /// deployed value, which must not reach state. An attribute that holds a value taken
+    /// from AWS for a property (an SSM parameter's `Value`) is left out with it.
+    fn keep_template_values(&mut self) {
+        let template = std::mem::take(&mut self.template_properties);
+        let taken: Vec<Value> = self
+            .record
+            .properties
+            .iter()
+            .filter(|(k, v)| template.get(*k) != Some(*v))
+            .map(|(_, v)| v.clone())
+            .collect();
+        self.record.attributes.retain(|_, a| !taken.contains(a));
+        self.record.properties = template;
+    }
 }
 
 /// Adopts the resources of `input`'s template that exist in AWS into the stack's
@@ -336,7 +357,12 @@ async fn find_one<S: EventStore + 'static>(
             "found, but its properties cannot be read ({why}): recorded from the template, no baseline"
         ));
     }
-    (r, Some(Found { record, baseline }))
+    let found = Found {
+        record,
+        baseline,
+        template_properties: template_record,
+    };
+    (r, Some(found))
 }
 
 fn refused(cause: RefusalCause) -> Baseline {
@@ -415,7 +441,9 @@ fn resolve<S: EventStore + 'static>(
 /// The properties to record for an adopted resource: the template's keys, each with the
 /// template's value where AWS holds the same (as drift compares), else with what AWS
 /// holds (secrets kept out, as in a baseline), so that the first diff shows where AWS
-/// differs from the template. A key AWS does not return keeps the template's value.
+/// differs from the template. A key AWS does not return keeps the template's value when
+/// that is not compared (write-only) or is AWS's default (providers leave defaults out);
+/// otherwise AWS holds its default there, and the key is left out.
 fn as_aws_holds(
     ty: &str,
     template: &Map<String, Value>,
@@ -425,16 +453,19 @@ fn as_aws_holds(
     let rules = CompareRules::for_type(ty, false);
     template
         .iter()
-        .map(|(k, v)| {
-            let Some(now) = observed.get(k) else {
-                return (k.clone(), v.clone());
-            };
+        .filter_map(|(k, v)| {
             let one = |x: &Value| Map::from_iter([(k.clone(), x.clone())]);
+            let now = observed.get(k);
+            let aws_now = aws.get(k).or(now).map(one).unwrap_or_default();
             let same = matches!(
-                compare(&one(v), &one(aws.get(k).unwrap_or(now)), &rules).classification,
+                compare(&one(v), &aws_now, &rules).classification,
                 Classification::InSync | Classification::NotCompared(_)
             );
-            (k.clone(), if same { v.clone() } else { now.clone() })
+            match (same, now) {
+                (true, _) => Some((k.clone(), v.clone())),
+                (false, Some(now)) => Some((k.clone(), now.clone())),
+                (false, None) => None,
+            }
         })
         .collect()
 }
@@ -478,6 +509,7 @@ async fn refuse_unprovable<S: EventStore + 'static>(
     for f in found.iter_mut() {
         if dependence.may_depend(&f.record.logical_id) {
             f.baseline = refused(RefusalCause::UnverifiableParameter);
+            f.keep_template_values();
         }
     }
 }
