@@ -771,3 +771,154 @@ async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
     assert_eq!(again["released"], json!(false));
     let _ = rig.stop.send(true);
 }
+
+impl Rig {
+    /// Appends `event` to `stack`'s stream as the run `holder` (which holds the lock).
+    async fn append_as(
+        &self,
+        stack: &str,
+        holder: &str,
+        key: &str,
+        event: stackflow_events::Event,
+    ) {
+        use stackflow_events::{EventStore, NewEvent, Precondition};
+        self.store
+            .append(
+                &StreamId::new("us-east-1", stack),
+                &NewEvent::new(key, event),
+                &Precondition::HoldsLock(holder.into()),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Waits until the execution `arn` has entered the state `name` (at most a minute).
+    async fn entered(&self, arn: &str, name: &str) -> bool {
+        for _ in 0..600 {
+            let h = self
+                .sfn
+                .get_execution_history()
+                .execution_arn(arn)
+                .max_results(1000)
+                .send()
+                .await
+                .unwrap();
+            let seen = h.events().iter().any(|e| {
+                e.state_entered_event_details()
+                    .is_some_and(|d| d.name() == name)
+            });
+            if seen {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+}
+
+/// A `Map` that failed stops its other iterations, but their calls may run on (a Lambda
+/// is not stopped): Fail waits while an intent of the deploy without an outcome is young,
+/// looking again after a `Wait`; once the late call recorded what it made, the rollback
+/// deletes that too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fail_waits_for_a_late_call_and_undoes_what_it_made() {
+    use stackflow_events::Event;
+    use stackflow_events::event::{Operation, ResourceRecord};
+    let rig = rig_with(0, 20).await;
+    let stack = unique_name("SfnLate");
+    let t = template(json!({"Resources": {
+        "A": {"Type": "AWS::SQS::Queue"},
+        "G": {"Type": "AWS::SQS::Queue", "DependsOn": "A", "Properties": {"VisibilityTimeout": 999999}}
+    }}));
+    let deploy_id = unique_name("d").to_lowercase();
+    let req = rig.upload(&input(&stack, t), Some(deploy_id.clone())).await;
+    // Fail does not run until the late call's intent is recorded.
+    let (_keep, rx) = watch::channel(false);
+    let most = tokio::spawn(rig.worker_of("most", |t| t != "Fail").run(rx.clone()));
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let stream = StreamId::new("us-east-1", &stack);
+    let mut g_failed = false;
+    for _ in 0..600 {
+        g_failed =
+            rig.store.read_all_for_test(&stream).await.iter().any(
+                |e| matches!(e, Event::ResourceFailed { logical_id, .. } if logical_id == "G"),
+            );
+        if g_failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(g_failed, "G failed");
+    let kind = load_state(rig.store.as_ref(), &stream)
+        .await
+        .unwrap()
+        .resources["A"]
+        .provider;
+    // An iteration the deploy stopped is still making a queue: its intent is recorded.
+    let late = Event::ResourceIntent {
+        deploy_id: deploy_id.clone(),
+        logical_id: "Late".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        operation: Operation::Create,
+        token: format!("{deploy_id}-late"),
+        provider: kind,
+        physical_id: None,
+        properties: Some(Default::default()),
+    };
+    rig.append_as(&stack, &deploy_id, "test/late/intent", late)
+        .await;
+    let fails = tokio::spawn(rig.worker_of("fails", |t| t == "Fail").run(rx));
+    assert!(
+        rig.entered(&arn, "WaitForRunningCalls").await,
+        "Fail waits for the late call"
+    );
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(
+        state.lock.is_some(),
+        "nothing is undone while the call may run"
+    );
+    assert!(state.resources.contains_key("A"));
+    // The late call ends: its queue exists, and is recorded.
+    let url = rig
+        .sqs
+        .create_queue()
+        .queue_name(format!("{stack}-late"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let made = Event::ResourceCreated {
+        deploy_id: deploy_id.clone(),
+        resource: ResourceRecord {
+            logical_id: "Late".into(),
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: url.clone(),
+            properties: Default::default(),
+            attributes: Default::default(),
+            dependencies: vec![],
+            provider: kind,
+            deletion_policy: None,
+            update_replace_policy: None,
+            secret_digest: None,
+        },
+        replaces: None,
+        baseline: None,
+    };
+    rig.append_as(&stack, &deploy_id, "test/late/created", made)
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    most.abort();
+    fails.abort();
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    let after = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(after.resources.is_empty(), "{:?}", after.resources.keys());
+    assert!(after.pending.is_empty() && after.lock.is_none());
+    assert!(
+        !rig.queue_exists(&url).await,
+        "the late call's queue is deleted"
+    );
+}

@@ -8,6 +8,7 @@ mod cleanup;
 mod finish;
 mod plan;
 mod provision;
+mod started;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use stackflow_events::{EventStore, Precondition};
 
 pub(crate) use cleanup::delete_one;
 pub use cleanup::{Cleanup, cleanup_graph, cleanup_subject};
+pub use started::{Started, TASK_BOUND, running_intents};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::ActionKey;

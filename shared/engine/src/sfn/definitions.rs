@@ -156,7 +156,9 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sfn::tasks::{DeployRef, ERROR_NAMES, Item, ItemResult, Phase, TASK_NAMES};
+    use crate::sfn::tasks::{
+        DeployRef, ERROR_NAMES, FailAnswer, Item, ItemResult, Phase, TASK_NAMES, Waiting,
+    };
     use stackflow_events::event::ErrorInfo;
 
     /// Step Functions' payload limit (a state's input or output, a task's result).
@@ -348,6 +350,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Fail answers `wait` while calls of the stopped iterations may still run: the
+    /// execution waits and runs Fail again; any other answer ends it.
+    #[test]
+    fn fail_loops_through_a_wait_while_calls_run() {
+        let v: Value = serde_json::from_str(DEPLOY).unwrap();
+        let states = &v["States"];
+        let choice = &states[states["Fail"]["Next"].as_str().unwrap()];
+        assert_eq!(choice["Type"], json!("Choice"));
+        assert_eq!(choice["Default"], json!("DeployFailed"));
+        let rule = &choice["Choices"][0];
+        assert_eq!(rule["Variable"], json!("$.wait"));
+        assert_eq!(rule["IsPresent"], json!(true));
+        let wait = &states[rule["Next"].as_str().unwrap()];
+        assert_eq!(wait["Type"], json!("Wait"));
+        assert_eq!(wait["Next"], json!("Fail"));
+        assert!(wait["Seconds"].as_u64().unwrap() <= 30, "{wait}");
+        // What Fail answers while it waits is a deploy reference for the next Fail.
+        let r = DeployRef {
+            stack: "s".into(),
+            deploy_id: "d-1".into(),
+            no_changes: false,
+            failed: true,
+            items: vec![],
+        };
+        let answer = FailAnswer::Wait(Waiting::new(r, vec!["Queue".into()]));
+        let out = serde_json::to_value(&answer).unwrap();
+        assert_eq!(out["wait"], json!(true));
+        let again: DeployRef = serde_json::from_value(out).unwrap();
+        assert_eq!(
+            (again.stack.as_str(), again.deploy_id.as_str()),
+            ("s", "d-1")
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             }
             "Conclude" => out(self.conclude(parse(name, input)?).await?),
             "Finish" => out(self.finish(parse(name, input)?).await?),
-            "Fail" => out(self.fail(parse(name, input)?).await?),
+            "Fail" => out(self.fail_or_wait(parse(name, input)?).await?),
             "Destroy" => out(self.destroy(parse(name, input)?).await?),
             "Rollback" => out(self.rollback(parse(name, input)?).await?),
             "Release" => out(self.release_lock(parse(name, input)?).await?),

@@ -135,3 +135,42 @@ pub struct GateAnswer {
     /// True: act; false: an earlier failure stopped the deploy.
     pub go: bool,
 }
+
+/// Fail's answer while calls of the deploy's stopped iterations may still be running:
+/// the state machine waits (`wait` is the field its `Choice` looks for) and runs Fail
+/// again with this document, which is a [`DeployRef`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiting {
+    /// The stack.
+    pub stack: String,
+    /// The deploy.
+    pub deploy_id: String,
+    /// Always true.
+    pub wait: bool,
+    /// The resources whose calls may still be running (the first 20).
+    pub running: Vec<String>,
+}
+
+impl Waiting {
+    /// Waiting for the calls of `running` of the deploy `r`.
+    pub fn new(r: DeployRef, mut running: Vec<String>) -> Waiting {
+        running.truncate(20);
+        Waiting {
+            stack: r.stack,
+            deploy_id: r.deploy_id,
+            wait: true,
+            running,
+        }
+    }
+}
+
+/// What Fail answers: the deploy's end, or that it waits for running calls first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FailAnswer {
+    /// Calls may still be running: wait, then Fail again.
+    Wait(Waiting),
+    /// The deploy failed (and was rolled back unless told not to).
+    Ended(Ended),
+}

@@ -20,12 +20,13 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, GateAnswer, Item, ItemResult, Phase, StackRequest,
+    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, StackRequest,
+    Waiting,
 };
 pub use super::release::{ReleaseRequest, Released};
 
 use super::artifacts::prefix;
-use crate::deploy::{Cleanup, Deployment};
+use crate::deploy::{Cleanup, Deployment, Started, TASK_BOUND};
 use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::report::{Done, Failure, StackStatus};
 use crate::rollback::rollback_stack;
@@ -233,10 +234,31 @@ impl<S: EventStore + 'static> Tasks<S> {
         })
     }
 
+    /// **Fail**, as the state machine runs it: first waits for the calls of the stopped
+    /// iterations (a `Map` that failed stops them, but their Lambda invocations run on):
+    /// while an intent of this deploy without an outcome is younger than a task's longest
+    /// run ([`TASK_BOUND`]), answers [`Waiting`] (the state machine waits and runs Fail
+    /// again); after that, settles them and fails the deploy ([`Tasks::fail`]), so the
+    /// rollback undoes what they made too.
+    pub async fn fail_or_wait(&self, r: DeployRef) -> Result<FailAnswer, TaskError> {
+        let d = self.deployment(&r.stack, &r.deploy_id).await?;
+        if holds_lock(&d) {
+            let now = std::time::SystemTime::now();
+            if let Started::Running(ids) = d.settle_started(now, TASK_BOUND).await? {
+                return Ok(FailAnswer::Wait(Waiting::new(r, ids)));
+            }
+        }
+        Ok(FailAnswer::Ended(self.fail_deployment(r, d).await?))
+    }
+
     /// **Fail**: `DeployFailed` with the first error, the rollback (unless
     /// `noRollback`), the lock released.
     pub async fn fail(&self, r: DeployRef) -> Result<Ended, TaskError> {
         let d = self.deployment(&r.stack, &r.deploy_id).await?;
+        self.fail_deployment(r, d).await
+    }
+
+    async fn fail_deployment(&self, r: DeployRef, d: Deployment<S>) -> Result<Ended, TaskError> {
         let events = self
             .engine
             .store
@@ -261,11 +283,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             }),
             _ => None,
         });
-        let already = {
-            let s = d.recorder.state();
-            s.lock.as_ref().is_none_or(|h| h.deploy_id != r.deploy_id)
-        };
-        if !already {
+        if holds_lock(&d) {
             d.fail(first.as_ref(), "an action failed", true).await?;
         }
         self.forget_secrets(&r.stack, &r.deploy_id).await?;
@@ -303,6 +321,12 @@ impl<S: EventStore + 'static> Tasks<S> {
             error: report.failures.first().map(|f| f.error.clone()),
         })
     }
+}
+
+/// True while `d`'s deploy holds its stack's lock (it has not ended).
+fn holds_lock<S: EventStore>(d: &Deployment<S>) -> bool {
+    let s = d.recorder.state();
+    s.lock.as_ref().is_some_and(|h| h.deploy_id == d.deploy_id)
 }
 
 /// The deploy id of an execution: the one its input names (the CLI names the execution

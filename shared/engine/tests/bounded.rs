@@ -1,0 +1,98 @@
+//! The Step Functions handlers' bounds, in-process: a failed deploy waits for the calls
+//! its stopped iterations may still be making before it undoes, and a task that runs out
+//! of time stops and is resumed by the next one.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use stackflow_engine::deploy::{Deployment, Started, TASK_BOUND};
+use stackflow_events::Event;
+use support::*;
+
+async fn begin(rig: &Rig, i: &stackflow_engine::stack::StackInput) -> Arc<Deployment<FaultStore>> {
+    let (d, _) = Deployment::begin(rig.engine.clone(), i.clone(), options())
+        .await
+        .expect("the deploy begins");
+    Arc::new(d.expect("there is something to do"))
+}
+
+fn two_queues() -> serde_json::Value {
+    json!({"Resources": {
+        "Slow": {"Type": "AWS::SQS::Queue"},
+        "Bad": {"Type": "AWS::SQS::Queue"}
+    }})
+}
+
+/// Slow's call is running when Bad fails: Fail is told to wait; once the call ended, the
+/// deploy is failed and its rollback deletes what the late call made.
+#[tokio::test]
+async fn a_failed_deploy_waits_for_a_running_call_and_undoes_what_it_made() {
+    let rig = Rig::new();
+    let i = input("late", two_queues());
+    let gate = rig.cloud.block_once(Op::Create, "Slow");
+    rig.cloud.fail_once(Op::Create, "Bad");
+    let d = begin(&rig, &i).await;
+    let slow = tokio::spawn({
+        let d = d.clone();
+        async move { d.provision("Slow").await }
+    });
+    gate.entered().await;
+    assert!(d.provision("Bad").await.unwrap().is_err(), "Bad failed");
+    let now = SystemTime::now();
+    assert_eq!(
+        d.settle_started(now, TASK_BOUND).await.unwrap(),
+        Started::Running(vec!["Slow".into()]),
+        "Slow's intent is young and has no outcome: its call may still be running"
+    );
+    gate.release();
+    assert!(slow.await.unwrap().unwrap().is_ok(), "Slow was created");
+    assert_eq!(
+        d.settle_started(SystemTime::now(), TASK_BOUND)
+            .await
+            .unwrap(),
+        Started::Settled(0)
+    );
+    d.fail(None, "an action failed", true).await.unwrap();
+    assert!(
+        rig.cloud.world().is_empty(),
+        "the rollback deleted what the late call made: {:#?}",
+        rig.cloud.world()
+    );
+    let state = rig.state("late").await;
+    assert!(state.pending.is_empty() && state.lock.is_none());
+}
+
+/// A call cut off without an outcome (its task died) is not waited for past a task's
+/// longest run: it is replayed with its own token, recorded, and undone with the rest.
+#[tokio::test]
+async fn an_intent_older_than_any_task_is_settled_and_undone() {
+    let rig = Rig::new();
+    let i = input("cut", two_queues());
+    let gate = rig.cloud.block_once(Op::Create, "Slow");
+    rig.cloud.fail_once(Op::Create, "Bad");
+    let d = begin(&rig, &i).await;
+    let slow = tokio::spawn({
+        let d = d.clone();
+        async move { d.provision("Slow").await }
+    });
+    gate.entered().await;
+    slow.abort();
+    let _ = slow.await;
+    assert!(d.provision("Bad").await.unwrap().is_err());
+    let later = SystemTime::now() + TASK_BOUND + Duration::from_secs(1);
+    assert_eq!(
+        d.settle_started(later, TASK_BOUND).await.unwrap(),
+        Started::Settled(1)
+    );
+    let created = rig.events("cut").await.into_iter().any(|e| {
+        matches!(&e.event, Event::ResourceCreated { resource, .. } if resource.logical_id == "Slow")
+    });
+    assert!(created, "the replay of Slow's call is recorded");
+    d.fail(None, "an action failed", true).await.unwrap();
+    assert!(rig.cloud.world().is_empty(), "{:#?}", rig.cloud.world());
+    let state = rig.state("cut").await;
+    assert!(state.pending.is_empty(), "{:?}", state.pending);
+}
