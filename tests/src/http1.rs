@@ -1,7 +1,8 @@
-//! The HTTP/1.1 plumbing of the test proxies ([`crate::latency`], [`crate::faults`]):
-//! finding where each request of a client's byte stream ends (request heads,
-//! `Content-Length` and chunked bodies, keep-alive connections with many requests), what
-//! AWS operation it is, and reading one whole request or response off a connection.
+//! The HTTP/1.1 plumbing of the test proxies ([`crate::latency`], [`crate::faults`],
+//! [`crate::gate`]): finding where each request of a client's byte stream ends (request
+//! heads, `Content-Length` and chunked bodies, keep-alive connections with many requests),
+//! what AWS operation it is, reading one whole request or response off a connection, and
+//! forwarding a request to the emulator.
 
 use std::io;
 use std::net::SocketAddr;

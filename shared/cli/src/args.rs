@@ -116,8 +116,22 @@ pub enum Command {
     /// as their {{resolve:...}} references). Every parameter is bound at its Default.
     /// An import changes nothing in AWS: read `stackflow diff` before the next deploy.
     ///
+    /// --migrate-from-cloudformation [CFN_STACK] takes a stack over from CloudFormation
+    /// (CFN_STACK defaults to --stack): the physical ids come from the CloudFormation
+    /// stack's resources by logical id (--resource still wins), nested stacks included
+    /// (onto stackflow's nested stacks of the same logical id, or, in a flattened
+    /// template, onto its resources by logical id); existence is confirmed as above.
+    /// Then every adopted resource gets DeletionPolicy and UpdateReplacePolicy Retain in
+    /// the CloudFormation stack (UpdateStack with its current template, then each nested
+    /// stack), and the stack is deleted: the resources stay, and stackflow alone manages
+    /// them. The stack is left untouched when the import recorded nothing, or when it
+    /// holds a resource stackflow did not adopt (deleting it would delete that); if
+    /// UpdateStack or DeleteStack fails, the import says where things are and what to do.
+    /// Give PATH before this option.
+    ///
     /// A stack with recorded resources needs --force (import everything again) or
-    /// --resource (add or replace only those). Exit 0 unless a look-up failed (1).
+    /// --resource (add or replace only those). Exit 0 unless a look-up failed, or a
+    /// migration did not delete its CloudFormation stack (1).
     Import(ImportArgs),
 }
 
@@ -140,6 +154,16 @@ pub struct ImportArgs {
     /// Import every template resource again over the stack's recorded state
     #[arg(long)]
     pub force: bool,
+
+    /// Take the stack over from this CloudFormation stack (default: --stack): physical
+    /// ids from its resources, then Retain on them in it and the stack deleted
+    #[arg(
+        long = "migrate-from-cloudformation",
+        value_name = "CFN_STACK",
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub migrate_from_cloudformation: Option<String>,
 
     /// Print the result as JSON
     #[arg(long)]

@@ -14,7 +14,9 @@ use std::sync::Mutex;
 use indexmap::IndexMap;
 use serde_json::Value;
 use stackflow_core::intrinsics::{Environment, StackOutputRef};
-pub use stackflow_providers::lookups::{DeployedParameters, LookupError, Lookups, NoLookups};
+pub use stackflow_providers::lookups::{
+    CloudFormationSource, DeployedParameters, LookupError, Lookups, NoLookups, SourceResource,
+};
 
 /// The lookups a template asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -40,7 +40,7 @@ pub(crate) struct NestedStacks<S> {
 }
 
 /// The input of a nested stack: its template, and the `Parameters` property as values.
-fn child_input(
+pub(crate) fn child_input(
     parent: &StackInput,
     id: &str,
     child_name: &str,

@@ -30,7 +30,7 @@ fn overrides(pairs: &[(&str, &str)]) -> ImportOptions {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect::<IndexMap<_, _>>(),
-        force: false,
+        ..Default::default()
     }
 }
 

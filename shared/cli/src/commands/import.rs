@@ -2,10 +2,14 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::bail;
 use stackflow_core::template::load_path;
-use stackflow_engine::import::{ImportOptions, ImportReport, ImportStatus, import_stack};
+use stackflow_engine::import::{
+    ImportOptions, ImportReport, ImportStatus, MigrateFrom, MigrationOutcome, import_stack,
+};
+use stackflow_providers::lookups::AwsLookups;
 
 use crate::args::{GlobalArgs, ImportArgs};
 use crate::select::{bind_all, select_stacks};
@@ -29,9 +33,21 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
     };
     let setup = setup(global, true, global.verbose).await?;
     let input = setup.input(stack, bound);
+    let migrate = match &args.migrate_from_cloudformation {
+        None => None,
+        Some(source) => Some(MigrateFrom {
+            stack: if source.is_empty() {
+                args.stack.clone()
+            } else {
+                source.clone()
+            },
+            cloudformation: Arc::new(AwsLookups::new(&crate::aws::load(global).await)),
+        }),
+    };
     let options = ImportOptions {
         overrides: args.resources.iter().cloned().collect(),
         force: args.force,
+        migrate,
     };
     let report = import_stack(setup.engine.clone(), input, options).await?;
     if args.json {
@@ -55,8 +71,26 @@ fn status_text(status: ImportStatus) -> &'static str {
     }
 }
 
-/// The report as text, with what to do next.
+/// The report as text, with what to do next; child stacks after their parent, then the
+/// CloudFormation stack migrated from.
 pub fn render(report: &ImportReport, path: &str) -> String {
+    let mut out = render_one(report, path);
+    if let Some(m) = &report.migration {
+        let head = match m.outcome {
+            MigrationOutcome::Deleted => "Migrated",
+            MigrationOutcome::Untouched => "NOT migrated",
+            MigrationOutcome::RetainFailed | MigrationOutcome::DeleteFailed => "Migration FAILED",
+        };
+        let _ = writeln!(
+            out,
+            "{head} from CloudFormation stack {}: {}",
+            m.source, m.message
+        );
+    }
+    out
+}
+
+fn render_one(report: &ImportReport, path: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -99,5 +133,8 @@ pub fn render(report: &ImportReport, path: &str) -> String {
         count(ImportStatus::Failed),
         report.stack
     );
+    for child in &report.nested {
+        out.push_str(&render_one(child, path));
+    }
     out
 }

@@ -26,7 +26,7 @@ type Unmasked = (
 impl<S: EventStore + 'static> Deployment<S> {
     /// The outputs and exports as the template says, values computed from secrets
     /// masked.
-    fn outputs(&self) -> Result<Resolved, EngineError> {
+    pub(crate) fn outputs(&self) -> Result<Resolved, EngineError> {
         let (outputs, exports) = self.resolve_outputs()?;
         // Masked once the resolver (which holds the state) is done with.
         self.with_masking(|m| {

@@ -27,7 +27,12 @@ use crate::observe::read_now;
 use crate::recorder::Recorder;
 use crate::stack::{DeployEnv, StackInput};
 
+mod migrate;
 mod parameters;
+mod retire;
+
+pub use migrate::MigrateFrom;
+pub use retire::{MigrationOutcome, MigrationReport};
 
 /// What `import` is told.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +41,9 @@ pub struct ImportOptions {
     pub overrides: IndexMap<String, String>,
     /// Import every template resource again over an existing state.
     pub force: bool,
+    /// Take the physical ids from this CloudFormation stack, then retain the adopted
+    /// resources in it and delete it (`--migrate-from-cloudformation`).
+    pub migrate: Option<MigrateFrom>,
 }
 
 /// What became of one template resource.
@@ -86,17 +94,29 @@ pub struct ImportReport {
     pub warnings: Vec<String>,
     /// The failed deploy whose rollback journal was marked, if any.
     pub marked_journal: Option<String>,
+    /// The child stacks imported from nested CloudFormation stacks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<ImportReport>,
+    /// What became of the CloudFormation stack migrated from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationReport>,
 }
 
 impl ImportReport {
-    /// 1 when looking a resource up failed, else 0 (not deployed yet and unsupported
+    /// 1 when looking a resource up failed (here or in a child stack), or a migration's
+    /// CloudFormation stack was not deleted, else 0 (not deployed yet and unsupported
     /// are answers, not failures).
     pub fn exit_code(&self) -> i32 {
-        i32::from(
-            self.resources
-                .iter()
-                .any(|r| r.status == ImportStatus::Failed),
-        )
+        let failed = self
+            .resources
+            .iter()
+            .any(|r| r.status == ImportStatus::Failed);
+        let unfinished = self
+            .migration
+            .as_ref()
+            .is_some_and(|m| m.outcome != MigrationOutcome::Deleted);
+        let child = self.nested.iter().any(|n| n.exit_code() != 0);
+        i32::from(failed || unfinished || child)
     }
 }
 
@@ -128,15 +148,37 @@ impl Found {
 }
 
 /// Adopts the resources of `input`'s template that exist in AWS into the stack's
-/// records, holding the stack's lock; changes nothing in AWS.
+/// records, holding the stack's lock; changes nothing in AWS, except that a migration
+/// (`options.migrate`) then retains the adopted resources in its CloudFormation stack and
+/// deletes that stack (after the lock is released).
 pub async fn import_stack<S: EventStore + 'static>(
     engine: Arc<Engine<S>>,
     input: StackInput,
     options: ImportOptions,
 ) -> Result<ImportReport, EngineError> {
+    let Some(from) = options.migrate.clone() else {
+        return Ok(import_one(engine, input, &options, None).await?.0);
+    };
+    let source = migrate::describe(from.cloudformation.as_ref(), &from.stack).await?;
+    let (mut report, _) = import_one(engine.clone(), input, &options, Some(&source)).await?;
+    report.migration = Some(retire::retire(&engine, &from, &source, &report.stack).await);
+    Ok(report)
+}
+
+/// The outputs of an imported stack, as far as they resolve (for its parent).
+type Outputs = Option<IndexMap<String, Value>>;
+
+/// One stack's import, from `source` when migrating (its physical ids, its nested stacks):
+/// the report, and the stack's outputs when `source` is given.
+async fn import_one<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    input: StackInput,
+    options: &ImportOptions,
+    source: Option<&migrate::Source>,
+) -> Result<(ImportReport, Outputs), EngineError> {
     let import_id = new_id("i");
     let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
-    check_request(&recorder.state(), &input, &options)?;
+    check_request(&recorder.state(), &input, options)?;
     let mut input = input;
     if input.pseudo.stack_id.is_none() {
         let recorded = recorder.state().stack_id.clone();
@@ -173,9 +215,10 @@ pub async fn import_stack<S: EventStore + 'static>(
         options: DeployOptions::new(),
         observations: Default::default(),
     };
-    let outcome = run(&d, &options).await;
+    let outcome = run(&d, options, source).await;
+    let outputs = source.and_then(|_| d.outputs().ok().map(|(o, _)| o));
     crate::destroy::release(&d.recorder, &import_id).await?;
-    outcome
+    Ok((outcome?, outputs))
 }
 
 /// Refuses an import that would overwrite existing state without `--force`, or that
@@ -212,6 +255,7 @@ fn check_request(
 async fn run<S: EventStore + 'static>(
     d: &Deployment<S>,
     options: &ImportOptions,
+    source: Option<&migrate::Source>,
 ) -> Result<ImportReport, EngineError> {
     let merge =
         !options.force && !options.overrides.is_empty() && !d.recorder.state().resources.is_empty();
@@ -221,7 +265,13 @@ async fn run<S: EventStore + 'static>(
         resources: vec![],
         warnings: vec![],
         marked_journal: None,
+        nested: vec![],
+        migration: None,
     };
+    let (sourced, warnings) = source
+        .map(|s| migrate::physical_ids(&d.input, s))
+        .unwrap_or_default();
+    report.warnings.extend(warnings);
     let mut found: Vec<Found> = Vec::new();
     let mut working = d.recorder.state().clone();
     let order: Vec<(String, String)> = d
@@ -238,14 +288,39 @@ async fn run<S: EventStore + 'static>(
                 .push(row(&id, &ty, ImportStatus::Kept, None));
             continue;
         }
-        let (row, adopted) = find_one(d, &working, &id, &ty, options.overrides.get(&id)).await;
+        let child = source.filter(|s| migrate::imports_as_child(&d.input, s, &id));
+        let (row, adopted) = match child.and_then(|s| s.nested(&id)) {
+            Some(nested) => {
+                let props = match resolve(d, &working, &id) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        report
+                            .resources
+                            .push(row(&id, &ty, ImportStatus::Failed, Some(why)));
+                        continue;
+                    }
+                };
+                let (row, adopted, child_report) =
+                    migrate::nested_stack(d, props, &id, &ty, nested, options).await;
+                report.nested.extend(child_report);
+                (row, adopted)
+            }
+            None => {
+                let explicit = options.overrides.get(&id).or(sourced.get(&id));
+                find_one(d, &working, &id, &ty, explicit).await
+            }
+        };
         if let Some(f) = adopted {
             working.resources.insert(id.clone(), state_of(&f.record));
             found.push(f);
         }
         report.resources.push(row);
     }
-    refuse_unprovable(d, &mut found, &mut report).await;
+    let backing: Vec<String> = match source {
+        Some(s) => s.stacks().iter().map(|s| s.stack.clone()).collect(),
+        None => vec![d.stack().to_string()],
+    };
+    refuse_unprovable(d, &backing, &mut found, &mut report).await;
     record(d, found, &mut report).await?;
     Ok(report)
 }
@@ -497,10 +572,11 @@ fn collect_strings(v: &Value, out: &mut Vec<String>) {
 /// cannot be proven equal to their Defaults (seed 003).
 async fn refuse_unprovable<S: EventStore + 'static>(
     d: &Deployment<S>,
+    backing: &[String],
     found: &mut [Found],
     report: &mut ImportReport,
 ) {
-    let (unproven, warning) = parameters::unproven(d).await;
+    let (unproven, warning) = parameters::unproven(d, backing).await;
     report.warnings.extend(warning);
     if unproven.is_empty() {
         return;

@@ -55,16 +55,20 @@ pub(super) fn unprovable(
         .collect()
 }
 
-/// The parameters that cannot be proven, and the one warning for the stack.
+/// The parameters that cannot be proven, and the one warning for the stack. `backing`:
+/// the CloudFormation stacks whose deployed values count (a migration's source and each
+/// of its nested stacks; otherwise a stack with the stackflow stack's name). A parameter
+/// is proven only when every backing stack deployed with it holds its Default; a
+/// backing stack whose parameters cannot be read proves none.
 pub(super) async fn unproven<S: EventStore + 'static>(
     d: &Deployment<S>,
+    backing: &[String],
 ) -> (Vec<String>, Option<String>) {
     let template = &d.input.template;
     let referenced = referenced(template);
     if referenced.is_empty() {
         return (vec![], None);
     }
-    let backing = d.stack();
     let warn = |names: &[String], why: &str| {
         format!(
             "{why}: the resources that use parameter(s) {} get no baseline \
@@ -75,30 +79,44 @@ pub(super) async fn unproven<S: EventStore + 'static>(
             names.join(", ")
         )
     };
-    match d.engine.lookups.deployed_parameters(backing).await {
-        Ok(None) => (vec![], None),
-        Err(e) => {
-            let why = format!(
-                "the parameters of CloudFormation stack {backing} could not be read ({}), so \
-                 none is proven",
-                e.message
-            );
-            let w = warn(&referenced, &why);
-            (referenced, Some(w))
-        }
-        Ok(Some(deployed)) => {
-            let names = unprovable(template, &referenced, &deployed);
-            if names.is_empty() {
-                return (vec![], None);
+    let mut names: Vec<String> = Vec::new();
+    let mut differing: Vec<&str> = Vec::new();
+    for stack in backing {
+        match d.engine.lookups.deployed_parameters(stack).await {
+            Ok(None) => {}
+            Err(e) => {
+                let why = format!(
+                    "the parameters of CloudFormation stack {stack} could not be read ({}), \
+                     so none is proven",
+                    e.message
+                );
+                let w = warn(&referenced, &why);
+                return (referenced, Some(w));
             }
-            let why = format!(
-                "CloudFormation stack {backing} was deployed with values that may differ \
-                 from the Defaults (or NoEcho)"
-            );
-            let w = warn(&names, &why);
-            (names, Some(w))
+            Ok(Some(deployed)) => {
+                let these = unprovable(template, &referenced, &deployed);
+                if !these.is_empty() {
+                    differing.push(stack);
+                }
+                for n in these {
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
         }
     }
+    if names.is_empty() {
+        return (vec![], None);
+    }
+    names.sort_by_key(|n| referenced.iter().position(|r| r == n));
+    let why = format!(
+        "CloudFormation stack {} was deployed with values that may differ from the \
+         Defaults (or NoEcho)",
+        differing.join(", ")
+    );
+    let w = warn(&names, &why);
+    (names, Some(w))
 }
 
 #[cfg(test)]

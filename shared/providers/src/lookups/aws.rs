@@ -41,6 +41,11 @@ impl AwsLookups {
         }
     }
 
+    /// The client of the configured region (for [`super::cloudformation`]).
+    pub(super) fn cloudformation(&self) -> &aws_sdk_cloudformation::Client {
+        &self.cloudformation
+    }
+
     /// The CloudFormation client for `region` (`None`, or the configured region: the
     /// default client).
     fn cloudformation_in(&self, region: Option<&str>) -> aws_sdk_cloudformation::Client {
@@ -353,7 +358,7 @@ impl Lookups for AwsLookups {
 
 /// A [`LookupError`] from an AWS SDK error: the service's error code and message, or the
 /// whole cause chain when the service did not answer (timeout, connection failure).
-fn aws_error<E>(what: String, error: &E) -> LookupError
+pub(super) fn aws_error<E>(what: String, error: &E) -> LookupError
 where
     E: ProvideErrorMetadata + std::error::Error,
 {

@@ -3,6 +3,7 @@
 //! engine asks, and [`aws::AwsLookups`], which answers it from AWS.
 
 pub mod aws;
+pub mod cloudformation;
 pub mod ec2;
 
 use serde_json::Value;
@@ -12,6 +13,7 @@ use stackflow_core::intrinsics::StackOutputRef;
 use crate::provider::BoxFuture;
 
 pub use aws::AwsLookups;
+pub use cloudformation::{CloudFormationSource, SourceResource};
 
 /// The parameters a CloudFormation stack was deployed with: (key, value), a `NoEcho`
 /// value as `****`.
