@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use stackflow_engine::deploy::{Deployment, Started, TASK_BOUND};
+use stackflow_engine::sfn::deadline::within;
 use stackflow_events::Event;
 use support::*;
 
@@ -95,4 +96,37 @@ async fn an_intent_older_than_any_task_is_settled_and_undone() {
     assert!(rig.cloud.world().is_empty(), "{:#?}", rig.cloud.world());
     let state = rig.state("cut").await;
     assert!(state.pending.is_empty(), "{:?}", state.pending);
+}
+
+/// A create that outlives the task's deadline (its request made, its answer not yet
+/// there) is cut; the next run of the same action finds its own intent and replays the
+/// call with the same token: the provider answers with what the first call made, and
+/// nothing is made twice.
+#[tokio::test]
+async fn an_action_cut_at_its_deadline_is_resumed_by_the_next_run() {
+    let rig = Rig::new();
+    let i = input(
+        "resume",
+        json!({"Resources": {"Slow": {"Type": "AWS::SQS::Queue"}}}),
+    );
+    let _slow = rig.cloud.slow_once(Op::Create, "Slow");
+    let d = begin(&rig, &i).await;
+    let first = within(Duration::from_millis(50), d.provision("Slow")).await;
+    assert!(first.is_none(), "the first run is cut at its deadline");
+    let state = rig.state("resume").await;
+    assert_eq!(state.pending.len(), 1, "its intent has no outcome yet");
+    assert!(!state.resources.contains_key("Slow"));
+    let again = within(Duration::from_secs(10), d.provision("Slow"))
+        .await
+        .expect("the second run ends in time")
+        .unwrap();
+    assert!(again.is_ok(), "{again:?}");
+    let (physical, _) = rig.cloud.only("resume", "Slow");
+    let calls = rig.cloud.calls();
+    let results: Vec<&CallResult> = calls.iter().map(|c| &c.result).collect();
+    assert_eq!(results, [&CallResult::Ok, &CallResult::Replayed]);
+    assert_eq!(calls[0].token, calls[1].token, "the same token");
+    let state = rig.state("resume").await;
+    assert_eq!(state.resources["Slow"].physical_id, physical);
+    assert!(state.pending.is_empty());
 }

@@ -280,6 +280,29 @@ mod tests {
         }
     }
 
+    /// A task whose action ran past its deadline answers `Stackflow.Again`, and runs
+    /// again (resuming the action) a few seconds later, for as long as an action can take.
+    #[test]
+    fn every_bounded_task_runs_again_after_its_deadline() {
+        let bounded: Vec<(String, Value)> = tasks()
+            .into_iter()
+            .filter(|(_, t)| ["${Provision}"].iter().any(|r| t["Resource"] == json!(r)))
+            .collect();
+        assert!(bounded.len() >= 2, "{}", bounded.len());
+        for (def, task) in bounded {
+            let first = &task["Retry"][0];
+            assert_eq!(
+                first["ErrorEquals"],
+                json!(["Stackflow.Again"]),
+                "{def}: {task}"
+            );
+            assert!(first["IntervalSeconds"].as_u64().unwrap() <= 10, "{def}");
+            assert_eq!(first["BackoffRate"], json!(1), "{def}");
+            // At the default deadline, 1,000 runs are 200 hours of one action.
+            assert!(first["MaxAttempts"].as_u64().unwrap() >= 1000, "{def}");
+        }
+    }
+
     /// A gate nobody released times out at its heartbeat and is retried: the gate handler
     /// runs again, looks at its dependencies' markers again and stores its new token. The
     /// retries bound the whole wait to `TimeoutSeconds`; a gate's `States.Timeout` is that

@@ -18,17 +18,21 @@ pub enum ErrorKind {
     Aws,
     /// Anything else.
     Internal,
+    /// The task's deadline came before its work was done: run it again, and it resumes
+    /// (not a failure; the state machines retry it, see [`super::deadline`]).
+    Again,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 6] = [
+    pub const ALL: [ErrorKind; 7] = [
         ErrorKind::Locked,
         ErrorKind::Store,
         ErrorKind::Template,
         ErrorKind::Input,
         ErrorKind::Aws,
         ErrorKind::Internal,
+        ErrorKind::Again,
     ];
 
     /// The name Step Functions sees.
@@ -40,18 +44,20 @@ impl ErrorKind {
             ErrorKind::Input => "Stackflow.Input",
             ErrorKind::Aws => "Stackflow.Aws",
             ErrorKind::Internal => "Stackflow.Internal",
+            ErrorKind::Again => "Stackflow.Again",
         }
     }
 }
 
 /// Every error name a handler returns to Step Functions (what `Retry` and `Catch` match).
-pub const ERROR_NAMES: [&str; 6] = [
+pub const ERROR_NAMES: [&str; 7] = [
     "Stackflow.Locked",
     "Stackflow.Store",
     "Stackflow.Template",
     "Stackflow.Input",
     "Stackflow.Aws",
     "Stackflow.Internal",
+    "Stackflow.Again",
 ];
 
 /// A handler's failure, as Step Functions sees it: a kind and a message.
@@ -76,6 +82,18 @@ impl TaskError {
     /// The name Step Functions sees.
     pub fn name(&self) -> &'static str {
         self.kind.name()
+    }
+
+    /// The task's deadline came first: `what` is resumed by the next run.
+    pub fn again(what: &str, deadline: std::time::Duration) -> TaskError {
+        TaskError::new(
+            ErrorKind::Again,
+            format!(
+                "{what} did not end within the task's deadline ({:.1} s): the next run \
+                 resumes it",
+                deadline.as_secs_f64()
+            ),
+        )
     }
 }
 

@@ -4,6 +4,7 @@
 //! The only part of the engine that talks to AWS itself.
 
 mod artifacts;
+pub mod deadline;
 pub mod definitions;
 pub mod digest;
 mod dispatch;

@@ -26,6 +26,7 @@ pub use super::payloads::{
 pub use super::release::{ReleaseRequest, Released};
 
 use super::artifacts::prefix;
+use super::deadline::{task_deadline, within};
 use crate::deploy::{Cleanup, Deployment, Started, TASK_BOUND};
 use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::report::{Done, Failure, StackStatus};
@@ -116,16 +117,27 @@ impl<S: EventStore + 'static> Tasks<S> {
     pub async fn act(&self, item: &Item) -> Result<ItemResult, TaskError> {
         let p = prefix(&item.stack, &item.deploy_id);
         let d = self.deployment(&item.stack, &item.deploy_id).await?;
-        let outcome = match item.phase {
-            Phase::Provision => d.provision(&item.id).await?,
-            Phase::Cleanup => {
-                let cleanup = match item.id.strip_prefix("predecessor:") {
-                    Some(physical) => Cleanup::Predecessor(physical.to_string()),
-                    None => Cleanup::Removed(item.id.clone()),
-                };
-                d.cleanup(&cleanup).await?
+        // The action alone is bounded: what follows it (markers, gates) is short.
+        let deadline = task_deadline();
+        let action = async {
+            match item.phase {
+                Phase::Provision => d.provision(&item.id).await,
+                Phase::Cleanup => {
+                    let cleanup = match item.id.strip_prefix("predecessor:") {
+                        Some(physical) => Cleanup::Predecessor(physical.to_string()),
+                        None => Cleanup::Removed(item.id.clone()),
+                    };
+                    d.cleanup(&cleanup).await
+                }
             }
         };
+        let Some(outcome) = within(deadline, action).await else {
+            return Err(TaskError::again(
+                &format!("the action on {}", item.id),
+                deadline,
+            ));
+        };
+        let outcome = outcome?;
         match outcome {
             Ok(done) => {
                 self.put(

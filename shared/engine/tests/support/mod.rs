@@ -137,6 +137,8 @@ enum Fault {
     Echo,
     Panic,
     Block(Arc<Gate>),
+    /// Does its work, then waits at the gate (a request made and still polled).
+    After(Arc<Gate>),
 }
 
 #[derive(Debug)]
@@ -408,6 +410,16 @@ impl FakeCloud {
         gate
     }
 
+    /// The next `op` on `logical_id` does its work, then waits at the returned gate
+    /// until released (as a Cloud Control request that was made and is still polled, or a
+    /// custom resource that waits for its answer): a caller cut off there has had its
+    /// effect.
+    pub fn slow_once(&self, op: Op, logical_id: &str) -> Arc<Gate> {
+        let gate = Arc::new(Gate::new());
+        self.script(op, logical_id, Fault::After(gate.clone()), Some(1));
+        gate
+    }
+
     /// An update of `logical_id` that changes `property` is refused as not updatable in
     /// place (the engine must replace the resource).
     pub fn not_updatable(&self, logical_id: &str, property: &str) {
@@ -448,13 +460,19 @@ impl FakeCloud {
         });
     }
 
-    /// Runs the scripted fault of a call: `Err` when the call is to fail.
-    async fn before(&self, op: Op, request: &ResourceRequest) -> Result<(), ProviderError> {
+    /// Runs the scripted fault of a call: `Err` when the call is to fail; the gate to
+    /// wait at after the work, when there is one.
+    async fn before(
+        &self,
+        op: Op,
+        request: &ResourceRequest,
+    ) -> Result<Option<Arc<Gate>>, ProviderError> {
         match self.fault(op, &request.logical_id) {
-            None => Ok(()),
+            None => Ok(None),
+            Some(Fault::After(gate)) => Ok(Some(gate)),
             Some(Fault::Block(gate)) => {
                 gate.pass().await;
-                Ok(())
+                Ok(None)
             }
             Some(Fault::Fail(message)) => {
                 self.record(
@@ -625,13 +643,17 @@ impl Provider for FakeCloud {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Created, ProviderError>> {
         Box::pin(async move {
-            self.before(Op::Create, request).await?;
+            let after = self.before(Op::Create, request).await?;
             if let Some(name) = self.taken_name(request) {
                 return Err(ProviderError::AlreadyExists(format!(
                     "{name} already exists, and this stack did not create it"
                 )));
             }
-            Ok(self.do_create(request))
+            let created = self.do_create(request);
+            if let Some(gate) = after {
+                gate.pass().await;
+            }
+            Ok(created)
         })
     }
 
@@ -640,8 +662,12 @@ impl Provider for FakeCloud {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Updated, ProviderError>> {
         Box::pin(async move {
-            self.before(Op::Update, request).await?;
-            self.do_update(request)
+            let after = self.before(Op::Update, request).await?;
+            let updated = self.do_update(request);
+            if let Some(gate) = after {
+                gate.pass().await;
+            }
+            updated
         })
     }
 
@@ -650,8 +676,12 @@ impl Provider for FakeCloud {
         request: &'a ResourceRequest,
     ) -> BoxFuture<'a, Result<Deleted, ProviderError>> {
         Box::pin(async move {
-            self.before(Op::Delete, request).await?;
-            self.do_delete(request)
+            let after = self.before(Op::Delete, request).await?;
+            let deleted = self.do_delete(request);
+            if let Some(gate) = after {
+                gate.pass().await;
+            }
+            deleted
         })
     }
 
