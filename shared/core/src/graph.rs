@@ -223,11 +223,18 @@ pub fn attribute_references(v: &Value, out: &mut BTreeSet<(String, String)>) {
 /// True when the resource exists under the evaluated conditions.
 pub fn is_active(template: &Template, conditions: &IndexMap<String, bool>, id: &str) -> bool {
     template.resources.get(id).is_some_and(|r| {
-        r.condition
-            .as_ref()
-            .is_none_or(|c| conditions.get(c).copied().unwrap_or(true))
+        r.ty != CDK_METADATA
+            && r.condition
+                .as_ref()
+                .is_none_or(|c| conditions.get(c).copied().unwrap_or(true))
     })
 }
+
+/// The type of the `CDKMetadata` resource the AWS CDK adds to every stack (version
+/// analytics that CloudFormation itself consumes): there is nothing to deploy, so it is
+/// never planned, as if its condition were false. No API serves the type (Cloud Control
+/// does not know it).
+pub const CDK_METADATA: &str = "AWS::CDK::Metadata";
 
 impl Graph {
     /// Builds the graph of the resources whose condition holds. A cycle is an error that

@@ -270,3 +270,21 @@ fn deletes_go_dependents_first() {
         ]
     );
 }
+
+#[test]
+fn the_cdk_metadata_resource_is_never_planned() {
+    let tpl = t(json!({
+        "Conditions": {"CDKMetadataAvailable": {"Fn::Equals": [{"Ref": "AWS::Region"}, "us-east-1"]}},
+        "Resources": {
+            "Q": {"Type": "AWS::SQS::Queue"},
+            "CDKMetadata": {
+                "Type": "AWS::CDK::Metadata",
+                "Properties": {"Analytics": "v2:deflate64:H4sIAAAAAAAA"},
+                "Metadata": {"aws:cdk:path": "App/CDKMetadata/Default"},
+                "Condition": "CDKMetadataAvailable"
+            }
+        }
+    }));
+    let p = plan_of(&tpl, &CurrentState::default(), &[]).unwrap();
+    assert_eq!(actions(&p), vec![("Q".to_string(), Action::Create)]);
+}
