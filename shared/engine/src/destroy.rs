@@ -58,11 +58,41 @@ struct Destroy<S> {
     id: String,
     recorder: Arc<Recorder<S>>,
     pre: Precondition,
+    /// The run held the lock already: a later invocation of the same execution.
+    resumed: bool,
+}
+
+/// True when run `id` holds `rec`'s lock: a run resumed by a later invocation of the same
+/// Step Functions execution (its lock is taken once).
+pub(crate) fn resumed<S: EventStore>(rec: &Recorder<S>, id: &str) -> bool {
+    rec.state().lock.as_ref().is_some_and(|h| h.deploy_id == id)
+}
+
+/// The events of `stack`'s stream when run `id` has ended there (it released its lock),
+/// else `None`: a run invoked again after it ended (its answer was lost) reports how it
+/// ended instead of starting over under the same id.
+pub(crate) async fn ended_run<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    stack: &str,
+    id: &str,
+) -> Result<Option<Vec<Event>>, EngineError> {
+    let events: Vec<Event> = engine
+        .store
+        .read(&engine.stream(stack), 0)
+        .await?
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    let ended = events
+        .iter()
+        .any(|e| matches!(e, Event::LockReleased { deploy_id } if deploy_id == id));
+    Ok(ended.then_some(events))
 }
 
 impl<S: EventStore + 'static> Destroy<S> {
-    /// Takes the lock (when there is anything to destroy and no other stack imports an
-    /// export) and settles interrupted calls. `None`: nothing is recorded.
+    /// Takes the lock as run `report.deploy_id` (when there is anything to destroy and no
+    /// other stack imports an export; a run that holds it already is resumed) and settles
+    /// interrupted calls. `None`: nothing is recorded.
     async fn begin(
         engine: &Arc<Engine<S>>,
         stack: &str,
@@ -81,13 +111,16 @@ impl<S: EventStore + 'static> Destroy<S> {
         }
         check_importers(engine, stack, &recorder).await?;
         let id = report.deploy_id.clone();
-        let holder = engine.holder(&id, "destroy");
-        let locked = Event::LockTaken {
-            holder: holder.clone(),
-        };
-        engine
-            .take_lock(&recorder, run_key(&id, RunEvent::Locked), locked, holder)
-            .await?;
+        let was_resumed = resumed(&recorder, &id);
+        if !was_resumed {
+            let holder = engine.holder(&id, "destroy");
+            let locked = Event::LockTaken {
+                holder: holder.clone(),
+            };
+            engine
+                .take_lock(&recorder, run_key(&id, RunEvent::Locked), locked, holder)
+                .await?;
+        }
         let pre = Precondition::HoldsLock(id.clone());
         let pending: Vec<PendingIntent> = recorder.state().pending.values().cloned().collect();
         for p in pending.iter().filter(|p| p.operation != Operation::Undo) {
@@ -100,6 +133,7 @@ impl<S: EventStore + 'static> Destroy<S> {
             id,
             recorder,
             pre,
+            resumed: was_resumed,
         }))
     }
 
@@ -177,9 +211,33 @@ pub async fn destroy_stack<S: EventStore + 'static>(
     stack: &str,
     options: DeployOptions,
 ) -> Result<StackReport, EngineError> {
+    destroy_stack_as(engine, stack, options, &new_id("x")).await
+}
+
+/// [`destroy_stack`] as the run `id`, which may have been started before and cut off
+/// (a Step Functions task past its deadline): it is resumed where it stopped (the lock it
+/// holds kept, its interrupted deletes settled, what is left deleted). A run that ended
+/// already reports how (failed when one of its deletes failed) and does nothing.
+pub async fn destroy_stack_as<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    options: DeployOptions,
+    id: &str,
+) -> Result<StackReport, EngineError> {
     let started = Instant::now();
+    let mut report = StackReport::new(stack, id);
+    if let Some(events) = ended_run(&engine, stack, id).await? {
+        let failed = events
+            .iter()
+            .any(|e| matches!(e, Event::ResourceFailed { deploy_id, .. } if deploy_id == id));
+        report.status = if failed {
+            StackStatus::Failed
+        } else {
+            StackStatus::Succeeded
+        };
+        return Ok(report);
+    }
     let (lease_lost, options) = crate::lease::stoppable(options);
-    let mut report = StackReport::new(stack, &new_id("x"));
     let nothing = "the stack has no resources: nothing to destroy";
     let Some(destroy) = Destroy::begin(&engine, stack, &mut report).await? else {
         report.status = StackStatus::NoChanges;
@@ -196,7 +254,7 @@ pub async fn destroy_stack<S: EventStore + 'static>(
     if keeper.as_ref().is_some_and(crate::lease::Keeper::lost) {
         return Err(crate::lease::lost_error(stack));
     }
-    if !deleted {
+    if !deleted && !destroy.resumed {
         // Only a lock (of a run that is gone) or interrupted calls were left: settled now.
         release(&destroy.recorder, &destroy.id).await?;
         report.status = StackStatus::NoChanges;

@@ -37,11 +37,11 @@ pub mod stack;
 mod step;
 
 pub use deploy::{Cleanup, Deployment, PlanDocument};
-pub use destroy::destroy_stack;
+pub use destroy::{destroy_stack, destroy_stack_as};
 pub use engine::{DeployOptions, Engine, EngineError, StaleCheck, never_stale};
 pub use keys::new_id;
 pub use report::{Done, Failure, RollbackReport, StackReport, StackStatus};
-pub use rollback::rollback_stack;
+pub use rollback::{rollback_stack, rollback_stack_as};
 pub use runner::deploy_stack;
 pub use schedule::{Outcome, Report, Task, TaskStatus, reversed, run};
 pub use sfn::{definitions, env, tasks, worker};

@@ -293,19 +293,31 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
         stack: &str,
         expected: Option<String>,
     ) -> Result<OwnedRollback<S>, EngineError> {
+        OwnedRollback::begin_as(engine, stack, expected, new_id("r")).await
+    }
+
+    /// [`OwnedRollback::begin`] as the run `rollback_id`; a run that holds the lock
+    /// already (cut off, and invoked again) keeps it and resumes.
+    pub async fn begin_as(
+        engine: Arc<Engine<S>>,
+        stack: &str,
+        expected: Option<String>,
+        rollback_id: String,
+    ) -> Result<OwnedRollback<S>, EngineError> {
         let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
-        let rollback_id = new_id("r");
-        let holder = engine.holder(&rollback_id, "rollback");
-        engine
-            .take_lock(
-                &recorder,
-                run_key(&rollback_id, RunEvent::Locked),
-                Event::LockTaken {
-                    holder: holder.clone(),
-                },
-                holder,
-            )
-            .await?;
+        if !crate::destroy::resumed(&recorder, &rollback_id) {
+            let holder = engine.holder(&rollback_id, "rollback");
+            engine
+                .take_lock(
+                    &recorder,
+                    run_key(&rollback_id, RunEvent::Locked),
+                    Event::LockTaken {
+                        holder: holder.clone(),
+                    },
+                    holder,
+                )
+                .await?;
+        }
         let deploy_id = recorder.state().journal.deploy_id.clone();
         if let (Some(e), Some(d)) = (&expected, &deploy_id)
             && e != d
@@ -368,8 +380,53 @@ pub async fn rollback_stack<S: EventStore + 'static>(
     engine: Arc<Engine<S>>,
     stack: &str,
 ) -> Result<StackReport, EngineError> {
+    rollback_stack_as(engine, stack, &new_id("r")).await
+}
+
+/// How the rollback run `id` ended, from the stream's `events`: its `RollbackFinished`
+/// (complete or not), else nothing to roll back.
+fn ended_status(events: &[Event], id: &str) -> StackStatus {
+    let mut undone: Option<&str> = None;
+    let mut status = StackStatus::NoChanges;
+    for e in events {
+        match e {
+            Event::RollbackStarted {
+                deploy_id,
+                rollback_id,
+            } if rollback_id == id => undone = Some(deploy_id),
+            Event::RollbackFinished {
+                deploy_id,
+                complete,
+                ..
+            } if undone == Some(deploy_id.as_str()) => {
+                status = if *complete {
+                    StackStatus::Succeeded
+                } else {
+                    StackStatus::Failed
+                };
+            }
+            _ => {}
+        }
+    }
+    status
+}
+
+/// [`rollback_stack`] as the run `id`, which may have been started before and cut off
+/// (a Step Functions task past its deadline): it is resumed (the lock it holds kept, the
+/// entries it undid not undone again, the one it was undoing undone). A run that ended
+/// already reports how and does nothing.
+pub async fn rollback_stack_as<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    id: &str,
+) -> Result<StackReport, EngineError> {
     let started = Instant::now();
-    let rollback = OwnedRollback::begin(engine.clone(), stack, None).await?;
+    if let Some(events) = crate::destroy::ended_run(&engine, stack, id).await? {
+        let mut report = StackReport::new(stack, id);
+        report.status = ended_status(&events, id);
+        return Ok(report);
+    }
+    let rollback = OwnedRollback::begin_as(engine.clone(), stack, None, id.to_string()).await?;
     let mut report = StackReport::new(stack, &rollback.rollback_id);
     let nothing = rollback.deploy_id().is_none()
         || rollback.recorder.state().journal.to_undo().next().is_none();

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use stackflow_engine::deploy::{Deployment, Started, TASK_BOUND};
 use stackflow_engine::sfn::deadline::within;
+use stackflow_engine::{StackStatus, deploy_stack, destroy_stack_as, rollback_stack_as};
 use stackflow_events::Event;
 use support::*;
 
@@ -129,4 +130,107 @@ async fn an_action_cut_at_its_deadline_is_resumed_by_the_next_run() {
     let state = rig.state("resume").await;
     assert_eq!(state.resources["Slow"].physical_id, physical);
     assert!(state.pending.is_empty());
+}
+
+/// A chain: C reads B, which reads A; `Bad` (when present) comes last and fails.
+fn chain(bad: bool) -> serde_json::Value {
+    let mut resources = json!({
+        "A": {"Type": "AWS::SQS::Queue"},
+        "B": {"Type": "AWS::SQS::Queue", "DependsOn": "A"},
+        "C": {"Type": "AWS::SQS::Queue", "DependsOn": "B"}
+    });
+    if bad {
+        resources["Bad"] = json!({"Type": "AWS::SQS::Queue", "DependsOn": "C"});
+    }
+    json!({ "Resources": resources })
+}
+
+/// How many deletes the cloud was asked for, per logical id.
+fn deletes(rig: &Rig) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for c in rig.cloud.calls().iter().filter(|c| c.op == Op::Delete) {
+        *out.entry(c.logical_id.clone()).or_default() += 1;
+    }
+    out
+}
+
+fn counts(pairs: &[(&str, usize)]) -> std::collections::BTreeMap<String, usize> {
+    pairs.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+}
+
+/// A destroy cut at its deadline (B's delete made, its answer not back) is resumed by
+/// the next invocation of the same run: it keeps the lock, settles B's delete, deletes
+/// A, and never deletes C again. Invoked once more after it ended, it only reports.
+#[tokio::test]
+async fn a_destroy_cut_at_its_deadline_is_resumed_by_the_same_run() {
+    let rig = Rig::new();
+    deploy_ok(&rig, &input("gone", chain(false))).await;
+    rig.cloud.clear_calls();
+    let _slow = rig.cloud.slow_once(Op::Delete, "B");
+    let run = "x-execution-1";
+    let destroy = || destroy_stack_as(rig.engine.clone(), "gone", options(), run);
+    assert!(
+        within(Duration::from_millis(100), destroy())
+            .await
+            .is_none()
+    );
+    assert_eq!(rig.lock_holder("gone").await.unwrap().deploy_id, run);
+    assert_eq!(deletes(&rig), counts(&[("B", 1), ("C", 1)]));
+    let report = within(Duration::from_secs(10), destroy())
+        .await
+        .expect("the second invocation ends in time")
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded, "{report:#?}");
+    assert_eq!(deletes(&rig), counts(&[("A", 1), ("B", 2), ("C", 1)]));
+    assert!(rig.cloud.world().is_empty());
+    let state = rig.state("gone").await;
+    assert!(state.resources.is_empty() && state.pending.is_empty() && state.lock.is_none());
+    let destroyed = rig
+        .events("gone")
+        .await
+        .into_iter()
+        .any(|e| matches!(&e.event, Event::StackDestroyed { deploy_id } if deploy_id == run));
+    assert!(destroyed);
+    // Its answer was lost, and it runs again: it reports, and calls nothing.
+    let again = destroy().await.unwrap();
+    assert_eq!(again.status, StackStatus::Succeeded);
+    assert_eq!(deletes(&rig), counts(&[("A", 1), ("B", 2), ("C", 1)]));
+}
+
+/// A rollback cut at its deadline while undoing B is resumed by the same run: C is not
+/// undone again, B's undo is finished, A is undone.
+#[tokio::test]
+async fn a_rollback_cut_at_its_deadline_is_resumed_by_the_same_run() {
+    let rig = Rig::new();
+    rig.cloud.fail_once(Op::Create, "Bad");
+    let mut keep = options();
+    keep.no_rollback = true;
+    let report = deploy_stack(rig.engine.clone(), input("undo", chain(true)), keep)
+        .await
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Failed);
+    assert_eq!(rig.cloud.world().len(), 3, "A, B and C are kept");
+    let _slow = rig.cloud.slow_once(Op::Delete, "B");
+    let run = "r-execution-1";
+    let rollback = || rollback_stack_as(rig.engine.clone(), "undo", run);
+    assert!(
+        within(Duration::from_millis(100), rollback())
+            .await
+            .is_none()
+    );
+    assert_eq!(rig.lock_holder("undo").await.unwrap().deploy_id, run);
+    assert_eq!(deletes(&rig), counts(&[("B", 1), ("C", 1)]));
+    let report = within(Duration::from_secs(10), rollback())
+        .await
+        .expect("the second invocation ends in time")
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded, "{report:#?}");
+    assert_eq!(deletes(&rig), counts(&[("A", 1), ("B", 2), ("C", 1)]));
+    assert!(rig.cloud.world().is_empty());
+    let state = rig.state("undo").await;
+    assert!(state.lock.is_none() && state.pending.is_empty());
+    assert_eq!(state.journal.to_undo().count(), 0);
+    let again = rollback().await.unwrap();
+    assert_eq!(again.status, StackStatus::Succeeded);
+    assert_eq!(deletes(&rig), counts(&[("A", 1), ("B", 2), ("C", 1)]));
 }

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stackflow_engine::definitions;
 use stackflow_engine::tasks::{
-    DeployRef, DeployRequest, GateAnswer, Item, ReleaseRequest, StackRequest, TASK_NAMES,
+    DeployRef, DeployRequest, GateAnswer, Item, ReleaseRequest, RunRequest, StackRequest,
+    TASK_NAMES,
 };
 
 /// The gate's payload on Lambda (`infra/deploy.asl.json`: `{"item.$": "$", "token.$":
@@ -43,8 +44,8 @@ const SAMPLES: &[(&str, Check)] = &[
         results(v, "cleaned")
     }),
     ("fail.json", |v| is::<DeployRef>(v, &["error"])),
-    ("destroy.json", |v| is::<StackRequest>(v, &[])),
-    ("rollback.json", |v| is::<StackRequest>(v, &[])),
+    ("destroy.json", |v| is::<RunRequest>(v, &[])),
+    ("rollback.json", |v| is::<RunRequest>(v, &[])),
     // The state's input and the caught error (after a failed Plan, a failed Fail).
     ("release.json", |v| {
         is::<ReleaseRequest>(v, &["noRollback", "concurrency"])

@@ -286,9 +286,13 @@ mod tests {
     fn every_bounded_task_runs_again_after_its_deadline() {
         let bounded: Vec<(String, Value)> = tasks()
             .into_iter()
-            .filter(|(_, t)| ["${Provision}"].iter().any(|r| t["Resource"] == json!(r)))
+            .filter(|(_, t)| {
+                ["${Provision}", "${Destroy}", "${Rollback}"]
+                    .iter()
+                    .any(|r| t["Resource"] == json!(r))
+            })
             .collect();
-        assert!(bounded.len() >= 2, "{}", bounded.len());
+        assert_eq!(bounded.len(), 4, "Act, Delete, Destroy, Rollback");
         for (def, task) in bounded {
             let first = &task["Retry"][0];
             assert_eq!(
@@ -407,6 +411,42 @@ mod tests {
             (again.stack.as_str(), again.deploy_id.as_str()),
             ("s", "d-1")
         );
+    }
+
+    /// Every invocation of a destroy or rollback execution is the run named after the
+    /// execution (so it resumes, and never takes the lock as a second run), and a task that
+    /// fails for good goes through Release with that run, then ends failed.
+    #[test]
+    fn destroy_and_rollback_run_as_their_execution_and_release_on_failure() {
+        for (def, task, kind, prefix, failed) in [
+            (DESTROY, "Destroy", "destroy", "x", "DestroyFailed"),
+            (ROLLBACK, "Rollback", "rollback", "r", "RollbackFailed"),
+        ] {
+            let v: Value = serde_json::from_str(def).unwrap();
+            let states = &v["States"];
+            let t = &states[task];
+            assert_eq!(t["Parameters"]["execution.$"], json!("$$.Execution.Name"));
+            assert_eq!(t["Parameters"]["stack.$"], json!("$.stack"));
+            let catch = &t["Catch"][0];
+            assert_eq!(catch["ErrorEquals"], json!(["States.ALL"]));
+            let release = &states[catch["Next"].as_str().unwrap()];
+            assert_eq!(release["Resource"], json!("${Release}"));
+            let p = &release["Parameters"];
+            assert_eq!(p["run"], json!(kind));
+            assert_eq!(p["execution.$"], json!("$$.Execution.Name"));
+            assert_eq!(p["error.$"], json!(catch["ResultPath"]));
+            let req: crate::sfn::tasks::ReleaseRequest = serde_json::from_value(json!({
+                "stack": "s", "run": kind, "execution": "e1", "error": {"Error": "x"}
+            }))
+            .unwrap();
+            assert_eq!(
+                req.run.map(|k| k.run_id("e1")),
+                Some(format!("{prefix}-e1"))
+            );
+            assert_eq!(release["Next"], json!(failed));
+            let last = &states[release["Catch"][0]["Next"].as_str().unwrap()];
+            assert_eq!(last["Error"], json!("Stackflow.LockNotReleased"));
+        }
     }
 
     #[test]

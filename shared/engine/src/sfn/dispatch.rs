@@ -77,8 +77,8 @@ impl<S: EventStore + 'static> Tasks<S> {
             "Conclude" => out(self.conclude(parse(name, input)?).await?),
             "Finish" => out(self.finish(parse(name, input)?).await?),
             "Fail" => out(self.fail_or_wait(parse(name, input)?).await?),
-            "Destroy" => out(self.destroy(parse(name, input)?).await?),
-            "Rollback" => out(self.rollback(parse(name, input)?).await?),
+            "Destroy" => out(self.destroy_run(parse(name, input)?).await?),
+            "Rollback" => out(self.rollback_run(parse(name, input)?).await?),
             "Release" => out(self.release_lock(parse(name, input)?).await?),
             other => Err(TaskError::new(
                 ErrorKind::Input,

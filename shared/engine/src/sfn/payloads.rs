@@ -129,6 +129,41 @@ pub struct StackRequest {
     pub stack: String,
 }
 
+/// What the Destroy and Rollback tasks take: the stack, and the name of the execution
+/// (the state machines pass `$$.Execution.Name`), which names the run: every invocation
+/// of one execution is the same run, and resumes it (see [`RunKind::run_id`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRequest {
+    /// The stack.
+    pub stack: String,
+    /// The execution's name; without one each invocation is a run of its own, unbounded.
+    #[serde(default)]
+    pub execution: Option<String>,
+}
+
+/// Which kind of run an execution is, for the runs whose id it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    /// A destroy.
+    Destroy,
+    /// A rollback.
+    Rollback,
+}
+
+impl RunKind {
+    /// The run id of the execution named `execution`: the same for every invocation of
+    /// it, and one execution's (Step Functions refuses a name used in the last 90 days).
+    pub fn run_id(self, execution: &str) -> String {
+        let prefix = match self {
+            RunKind::Destroy => "x",
+            RunKind::Rollback => "r",
+        };
+        format!("{prefix}-{execution}")
+    }
+}
+
 /// The gate's answer, sent as the gate task's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateAnswer {

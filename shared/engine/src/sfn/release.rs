@@ -8,6 +8,7 @@ use stackflow_events::event::{ErrorInfo, Event};
 use stackflow_events::{EventStore, Precondition};
 
 use super::errors::TaskError;
+use super::payloads::RunKind;
 use super::tasks::{Tasks, derived_deploy_id};
 use crate::engine::EngineError;
 use crate::keys::{RunEvent, rollback_of, run_key};
@@ -29,6 +30,26 @@ pub struct ReleaseRequest {
     /// The error the `Catch` caught: `{"Error": ..., "Cause": ...}`.
     #[serde(default)]
     pub error: Option<Value>,
+    /// A destroy or rollback execution's run (absent: a deploy's).
+    #[serde(default)]
+    pub run: Option<RunKind>,
+    /// The execution's name, which names a destroy's or rollback's run.
+    #[serde(default)]
+    pub execution: Option<String>,
+}
+
+impl ReleaseRequest {
+    /// The run whose lock this is: a destroy's or rollback's named after the execution,
+    /// else the deploy's (as the input names it, or derived from its input's key).
+    fn run_id(&self) -> String {
+        match (self.run, &self.execution, &self.deploy_id, &self.input_key) {
+            (Some(kind), Some(execution), _, _) => kind.run_id(execution),
+            (Some(_), None, _, _) => String::new(),
+            (None, _, Some(id), _) => id.clone(),
+            (None, _, None, Some(key)) => derived_deploy_id(&self.stack, key),
+            (None, _, None, None) => String::new(),
+        }
+    }
 }
 
 /// What Release did.
@@ -62,16 +83,15 @@ fn caught(error: Option<&Value>) -> ErrorInfo {
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
-    /// **Release**: when `req`'s deploy holds the stack's lock, records why it ends here
-    /// (`DeployFailed` with the caught error when the deploy has not failed yet; else
-    /// `RollbackFinished`, incomplete, when its rollback started and did not finish) and
-    /// releases the lock. Safe to run again: a lock it no longer holds is left alone.
+    /// **Release**: when `req`'s run holds the stack's lock, records why it ends here and
+    /// releases the lock. A deploy records `DeployFailed` with the caught error when it
+    /// has not failed yet, else `RollbackFinished`, incomplete, when its rollback started
+    /// and did not finish; a rollback run records its `RollbackFinished`, incomplete, when
+    /// it started undoing; a destroy (or a rollback that had not started) records
+    /// `DeployFailed` under its run id. Safe to run again: a lock it no longer holds is
+    /// left alone.
     pub async fn release_lock(&self, req: ReleaseRequest) -> Result<Released, TaskError> {
-        let deploy_id = match (&req.deploy_id, &req.input_key) {
-            (Some(id), _) => id.clone(),
-            (None, Some(key)) => derived_deploy_id(&req.stack, key),
-            (None, None) => String::new(),
-        };
+        let run_id = req.run_id();
         let store = self.engine.store.clone();
         let rec = Recorder::load(store.clone(), self.engine.stream(&req.stack))
             .await
@@ -80,65 +100,176 @@ impl<S: EventStore + 'static> Tasks<S> {
             .state()
             .lock
             .as_ref()
-            .is_some_and(|h| h.deploy_id == deploy_id && !deploy_id.is_empty());
+            .is_some_and(|h| h.deploy_id == run_id && !run_id.is_empty());
         let out = Released {
             stack: req.stack.clone(),
-            deploy_id: deploy_id.clone(),
+            deploy_id: run_id.clone(),
             released: holds,
         };
         if !holds {
             return Ok(out);
         }
-        let events = store
+        let events: Vec<Event> = store
             .read(rec.stream(), 0)
             .await
-            .map_err(EngineError::from)?;
-        let mine = |f: &dyn Fn(&Event) -> bool| events.iter().any(|e| f(&e.event));
-        let failed =
-            mine(&|e| matches!(e, Event::DeployFailed { deploy_id: d, .. } if *d == deploy_id));
-        let rolling = mine(
-            &|e| matches!(e, Event::RollbackStarted { deploy_id: d, .. } if *d == deploy_id),
-        ) && !mine(
-            &|e| matches!(e, Event::RollbackFinished { deploy_id: d, .. } if *d == deploy_id),
-        );
-        let pre = Precondition::HoldsLock(deploy_id.clone());
+            .map_err(EngineError::from)?
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
         let error = caught(req.error.as_ref());
-        let why = if !failed {
-            Some((
-                run_key(&deploy_id, RunEvent::Failed),
-                Event::DeployFailed {
-                    deploy_id: deploy_id.clone(),
-                    error,
-                    logical_id: None,
-                },
-            ))
-        } else if rolling {
-            Some((
-                run_key(&rollback_of(&deploy_id), RunEvent::Finished),
-                Event::RollbackFinished {
-                    deploy_id: deploy_id.clone(),
-                    complete: false,
-                    errors: vec![error],
-                },
-            ))
-        } else {
-            None
-        };
-        if let Some((key, event)) = why {
+        let pre = Precondition::HoldsLock(run_id.clone());
+        if let Some((key, event)) = why(&events, &run_id, req.run, error) {
             rec.append(key, event, &pre)
                 .await
                 .map_err(EngineError::from)?;
         }
         rec.append(
-            run_key(&deploy_id, RunEvent::Released),
+            run_key(&run_id, RunEvent::Released),
             Event::LockReleased {
-                deploy_id: deploy_id.clone(),
+                deploy_id: run_id.clone(),
             },
-            &Precondition::ReleaseLock(deploy_id.clone()),
+            &Precondition::ReleaseLock(run_id.clone()),
         )
         .await
         .map_err(EngineError::from)?;
-        self.forget_secrets(&req.stack, &deploy_id).await?;
+        if req.run.is_none() {
+            self.forget_secrets(&req.stack, &run_id).await?;
+        }
         Ok(out)
+    }
+}
+
+/// What run `id` (of `kind`; `None`: a deploy) records, given the stream's `events`,
+/// before its lock is released for `error`, with its key.
+fn why(
+    events: &[Event],
+    id: &str,
+    kind: Option<RunKind>,
+    error: ErrorInfo,
+) -> Option<(String, Event)> {
+    let failed = events
+        .iter()
+        .any(|e| matches!(e, Event::DeployFailed { deploy_id: d, .. } if d == id));
+    // The deploy whose journal is being undone (by the deploy itself, or by this
+    // rollback run), when that started and did not finish.
+    let undoing = |started: &dyn Fn(&str, &str) -> bool| {
+        let mut open: Option<String> = None;
+        for e in events {
+            match e {
+                Event::RollbackStarted {
+                    deploy_id,
+                    rollback_id,
+                } if started(deploy_id, rollback_id) => open = Some(deploy_id.clone()),
+                Event::RollbackFinished { deploy_id, .. } if open.as_ref() == Some(deploy_id) => {
+                    open = None
+                }
+                _ => {}
+            }
+        }
+        open
+    };
+    let unfinished = match kind {
+        None => undoing(&|d, _| d == id),
+        Some(RunKind::Rollback) => undoing(&|_, r| r == id),
+        Some(RunKind::Destroy) => None,
+    };
+    let key_of_finish = match kind {
+        None => run_key(&rollback_of(id), RunEvent::Finished),
+        Some(_) => run_key(id, RunEvent::Finished),
+    };
+    // A deploy says first that it failed; a run says first that its rollback stopped.
+    let rollback_first = kind.is_some() || failed;
+    match unfinished {
+        Some(deploy_id) if rollback_first => Some((
+            key_of_finish,
+            Event::RollbackFinished {
+                deploy_id,
+                complete: false,
+                errors: vec![error],
+            },
+        )),
+        _ if !failed => Some((
+            run_key(id, RunEvent::Failed),
+            Event::DeployFailed {
+                deploy_id: id.to_string(),
+                error,
+                logical_id: None,
+            },
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error() -> ErrorInfo {
+        ErrorInfo {
+            name: "Stackflow.Again".into(),
+            message: "out of attempts".into(),
+        }
+    }
+
+    fn started(deploy_id: &str, rollback_id: &str) -> Event {
+        Event::RollbackStarted {
+            deploy_id: deploy_id.into(),
+            rollback_id: rollback_id.into(),
+        }
+    }
+
+    fn name(why: Option<(String, Event)>) -> Option<(String, &'static str)> {
+        why.map(|(k, e)| (k, e.type_name()))
+    }
+
+    #[test]
+    fn a_destroy_says_why_under_its_run_id() {
+        let got = name(why(&[], "x-e1", Some(RunKind::Destroy), error()));
+        assert_eq!(
+            got,
+            Some((run_key("x-e1", RunEvent::Failed), "DeployFailed"))
+        );
+    }
+
+    #[test]
+    fn a_rollback_run_that_started_undoing_says_it_did_not_finish() {
+        let events = [started("d-1", "r-e1")];
+        let got = why(&events, "r-e1", Some(RunKind::Rollback), error());
+        let (key, event) = got.unwrap();
+        assert_eq!(key, run_key("r-e1", RunEvent::Finished));
+        assert!(matches!(
+            event,
+            Event::RollbackFinished { ref deploy_id, complete: false, .. } if deploy_id == "d-1"
+        ));
+        // Before it started undoing, it says it failed.
+        let got = name(why(&[], "r-e1", Some(RunKind::Rollback), error()));
+        assert_eq!(
+            got,
+            Some((run_key("r-e1", RunEvent::Failed), "DeployFailed"))
+        );
+    }
+
+    #[test]
+    fn a_deploy_says_it_failed_first_then_that_its_rollback_stopped() {
+        let got = name(why(&[], "d-1", None, error()));
+        assert_eq!(
+            got,
+            Some((run_key("d-1", RunEvent::Failed), "DeployFailed"))
+        );
+        let failed = Event::DeployFailed {
+            deploy_id: "d-1".into(),
+            error: error(),
+            logical_id: None,
+        };
+        let rolling = [failed.clone(), started("d-1", &rollback_of("d-1"))];
+        let got = name(why(&rolling, "d-1", None, error()));
+        assert_eq!(
+            got,
+            Some((
+                run_key(&rollback_of("d-1"), RunEvent::Finished),
+                "RollbackFinished"
+            ))
+        );
+        assert_eq!(name(why(&[failed], "d-1", None, error())), None);
     }
 }

@@ -20,17 +20,19 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, StackRequest,
-    Waiting,
+    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, RunKind,
+    RunRequest, StackRequest, Waiting,
 };
 pub use super::release::{ReleaseRequest, Released};
 
 use super::artifacts::prefix;
 use super::deadline::{task_deadline, within};
 use crate::deploy::{Cleanup, Deployment, Started, TASK_BOUND};
+use crate::destroy::destroy_stack_as;
 use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::report::StackReport;
 use crate::report::{Done, Failure, StackStatus};
-use crate::rollback::rollback_stack;
+use crate::rollback::{rollback_stack, rollback_stack_as};
 use crate::schedule::Task;
 use crate::stack::StackInput;
 
@@ -310,28 +312,70 @@ impl<S: EventStore + 'static> Tasks<S> {
 
     /// **Destroy**: the whole stack, with the embedded runner's order and concurrency.
     pub async fn destroy(&self, r: StackRequest) -> Result<Ended, TaskError> {
-        let report =
-            crate::destroy::destroy_stack(self.engine.clone(), &r.stack, DeployOptions::new())
-                .await?;
-        Ok(Ended {
+        self.destroy_run(RunRequest {
             stack: r.stack,
-            deploy_id: report.deploy_id,
-            status: report.status,
-            outputs: Default::default(),
-            error: report.failures.first().map(|f| f.error.clone()),
+            execution: None,
         })
+        .await
+    }
+
+    /// **Destroy** as the state machine runs it: the run named after the execution,
+    /// within the task's deadline; past it `Stackflow.Again`, and the next invocation
+    /// resumes the run.
+    pub async fn destroy_run(&self, r: RunRequest) -> Result<Ended, TaskError> {
+        let engine = self.engine.clone();
+        let options = DeployOptions::new();
+        let report = match &r.execution {
+            Some(execution) => {
+                let id = RunKind::Destroy.run_id(execution);
+                let deadline = task_deadline();
+                let run = destroy_stack_as(engine, &r.stack, options, &id);
+                within(deadline, run)
+                    .await
+                    .ok_or_else(|| TaskError::again(&format!("destroy {id}"), deadline))??
+            }
+            None => crate::destroy::destroy_stack(engine, &r.stack, options).await?,
+        };
+        Ok(ended(report))
     }
 
     /// **Rollback**: the journal of the stack's failed deploy, last entry first.
     pub async fn rollback(&self, r: StackRequest) -> Result<Ended, TaskError> {
-        let report = rollback_stack(self.engine.clone(), &r.stack).await?;
-        Ok(Ended {
+        self.rollback_run(RunRequest {
             stack: r.stack,
-            deploy_id: report.deploy_id,
-            status: report.status,
-            outputs: Default::default(),
-            error: report.failures.first().map(|f| f.error.clone()),
+            execution: None,
         })
+        .await
+    }
+
+    /// **Rollback** as the state machine runs it: the run named after the execution,
+    /// within the task's deadline; past it `Stackflow.Again`, and the next invocation
+    /// resumes the run.
+    pub async fn rollback_run(&self, r: RunRequest) -> Result<Ended, TaskError> {
+        let engine = self.engine.clone();
+        let report = match &r.execution {
+            Some(execution) => {
+                let id = RunKind::Rollback.run_id(execution);
+                let deadline = task_deadline();
+                let run = rollback_stack_as(engine, &r.stack, &id);
+                within(deadline, run)
+                    .await
+                    .ok_or_else(|| TaskError::again(&format!("rollback {id}"), deadline))??
+            }
+            None => rollback_stack(engine, &r.stack).await?,
+        };
+        Ok(ended(report))
+    }
+}
+
+/// The end of a destroy or rollback, as its execution answers it.
+fn ended(report: StackReport) -> Ended {
+    Ended {
+        stack: report.stack.clone(),
+        deploy_id: report.deploy_id.clone(),
+        status: report.status,
+        outputs: Default::default(),
+        error: report.failures.first().map(|f| f.error.clone()),
     }
 }
 

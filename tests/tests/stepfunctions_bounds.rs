@@ -1,0 +1,194 @@
+//! Step Functions executions that must wait or resume: a Fail that waits for the calls
+//! of the iterations a failed `Map` stopped, and a destroy that fails for good going
+//! through Release (see `infra/README.md`). The rig is `sfn/mod.rs`.
+
+mod sfn;
+
+use std::time::Duration;
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use serde_json::json;
+use stackflow_events::{StreamId, load_state};
+use stackflow_tests::unique_name;
+use tokio::sync::watch;
+
+use sfn::*;
+
+/// A `Map` that failed stops its other iterations, but their calls may run on (a Lambda
+/// is not stopped): Fail waits while an intent of the deploy without an outcome is young,
+/// looking again after a `Wait`; once the late call recorded what it made, the rollback
+/// deletes that too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fail_waits_for_a_late_call_and_undoes_what_it_made() {
+    use stackflow_events::Event;
+    use stackflow_events::event::{Operation, ResourceRecord};
+    let rig = rig_with(0, 20).await;
+    let stack = unique_name("SfnLate");
+    let t = template(json!({"Resources": {
+        "A": {"Type": "AWS::SQS::Queue"},
+        "G": {"Type": "AWS::SQS::Queue", "DependsOn": "A", "Properties": {"VisibilityTimeout": 999999}}
+    }}));
+    let deploy_id = unique_name("d").to_lowercase();
+    let req = rig.upload(&input(&stack, t), Some(deploy_id.clone())).await;
+    // Fail does not run until the late call's intent is recorded.
+    let (_keep, rx) = watch::channel(false);
+    let most = tokio::spawn(rig.worker_of("most", |t| t != "Fail").run(rx.clone()));
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let stream = StreamId::new("us-east-1", &stack);
+    let mut g_failed = false;
+    for _ in 0..600 {
+        g_failed =
+            rig.store.read_all_for_test(&stream).await.iter().any(
+                |e| matches!(e, Event::ResourceFailed { logical_id, .. } if logical_id == "G"),
+            );
+        if g_failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(g_failed, "G failed");
+    let kind = load_state(rig.store.as_ref(), &stream)
+        .await
+        .unwrap()
+        .resources["A"]
+        .provider;
+    // An iteration the deploy stopped is still making a queue: its intent is recorded.
+    let late = Event::ResourceIntent {
+        deploy_id: deploy_id.clone(),
+        logical_id: "Late".into(),
+        resource_type: "AWS::SQS::Queue".into(),
+        operation: Operation::Create,
+        token: format!("{deploy_id}-late"),
+        provider: kind,
+        physical_id: None,
+        properties: Some(Default::default()),
+    };
+    rig.append_as(&stack, &deploy_id, "test/late/intent", late)
+        .await;
+    let fails = tokio::spawn(rig.worker_of("fails", |t| t == "Fail").run(rx));
+    assert!(
+        rig.entered(&arn, "WaitForRunningCalls").await,
+        "Fail waits for the late call"
+    );
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(
+        state.lock.is_some(),
+        "nothing is undone while the call may run"
+    );
+    assert!(state.resources.contains_key("A"));
+    // The late call ends: its queue exists, and is recorded.
+    let url = rig
+        .sqs
+        .create_queue()
+        .queue_name(format!("{stack}-late"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let made = Event::ResourceCreated {
+        deploy_id: deploy_id.clone(),
+        resource: ResourceRecord {
+            logical_id: "Late".into(),
+            resource_type: "AWS::SQS::Queue".into(),
+            physical_id: url.clone(),
+            properties: Default::default(),
+            attributes: Default::default(),
+            dependencies: vec![],
+            provider: kind,
+            deletion_policy: None,
+            update_replace_policy: None,
+            secret_digest: None,
+        },
+        replaces: None,
+        baseline: None,
+    };
+    rig.append_as(&stack, &deploy_id, "test/late/created", made)
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    most.abort();
+    fails.abort();
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    let after = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(after.resources.is_empty(), "{:?}", after.resources.keys());
+    assert!(after.pending.is_empty() && after.lock.is_none());
+    assert!(
+        !rig.queue_exists(&url).await,
+        "the late call's queue is deleted"
+    );
+}
+
+/// A destroy whose task fails for good goes through Release: a lock another run holds is
+/// left alone (the execution ends `DestroyFailed`); the destroy's own lock, named after its
+/// execution, is released, and the stream says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_destroy_releases_only_its_own_lock_and_says_why() {
+    use stackflow_events::event::Holder;
+    use stackflow_events::{EventStore, NewEvent, Precondition};
+    let rig = rig(1).await;
+    let stack = unique_name("SfnDestroyLock");
+    let t = template(json!({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}}));
+    let (status, _, error) = rig.deploy(&input(&stack, t)).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let stream = StreamId::new("us-east-1", &stack);
+    let take = |id: &str| {
+        let holder = Holder {
+            deploy_id: id.into(),
+            who: "test".into(),
+            since: stackflow_events::event::now(),
+            operation: "deploy".into(),
+            expires: None,
+        };
+        (
+            NewEvent::new(
+                format!("test/{id}/locked"),
+                stackflow_events::Event::LockTaken {
+                    holder: holder.clone(),
+                },
+            ),
+            Precondition::TakeLock(holder),
+        )
+    };
+    let (event, pre) = take("d-someone-else");
+    rig.store.append(&stream, &event, &pre).await.unwrap();
+    let (status, _, error) = rig.run("destroy", json!({ "stack": stack })).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DestroyFailed"), "{error}");
+    let held = load_state(rig.store.as_ref(), &stream).await.unwrap().lock;
+    assert_eq!(held.map(|h| h.deploy_id).as_deref(), Some("d-someone-else"));
+    rig.store.break_lock(&stream, "test").await.unwrap();
+
+    // A destroy run that holds the lock (its execution named e1) and cannot go on.
+    let (event, pre) = take("x-e1");
+    rig.store.append(&stream, &event, &pre).await.unwrap();
+    let caught = json!({
+        "stack": stack, "run": "destroy", "execution": "e1",
+        "error": {"Error": "Stackflow.Again", "Cause": "out of attempts"}
+    });
+    let released = rig
+        .tasks
+        .dispatch("Release", caught, None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(released["released"], json!(true));
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(state.lock.is_none());
+    let why = rig
+        .store
+        .read_all_for_test(&stream)
+        .await
+        .into_iter()
+        .find_map(|e| match e {
+            stackflow_events::Event::DeployFailed {
+                deploy_id, error, ..
+            } if deploy_id == "x-e1" => Some(error),
+            _ => None,
+        })
+        .expect("the stream says why the destroy ended");
+    assert_eq!(why.name, "Stackflow.Again");
+    let _ = rig.stop.send(true);
+}
