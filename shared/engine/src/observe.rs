@@ -204,6 +204,15 @@ pub(crate) struct Observation {
     pub recorded: Map<String, Value>,
 }
 
+/// `STACKFLOW_NO_BASELINE` set (to anything): creates and updates record no baseline, so
+/// that a benchmark can measure what the reads add to a deploy
+/// (`import_drift_measure.rs`). Drift then compares with the recorded properties. Read
+/// once, here only; not for production use.
+fn baselines_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var_os("STACKFLOW_NO_BASELINE").is_some())
+}
+
 /// The baseline reads a run started and has not settled yet.
 #[derive(Default)]
 pub struct Observations(Mutex<Vec<JoinHandle<()>>>);
@@ -211,6 +220,9 @@ pub struct Observations(Mutex<Vec<JoinHandle<()>>>);
 impl Observations {
     /// Starts `o` beside whatever runs next.
     pub(crate) fn start<S: EventStore + 'static>(&self, engine: Arc<Engine<S>>, o: Observation) {
+        if baselines_off() {
+            return;
+        }
         let handle = tokio::spawn(async move {
             let current = read_now(&engine, &o.request, o.kind).await;
             let Some(baseline) = baseline_of(&o.recorded, &current) else {
