@@ -8,9 +8,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use stackflow_core::drift::{
-    Classification, CompareRules, Comparison, Difference, accept, compare,
+    Classification, CompareRules, Comparison, Difference, MASKED, accept, compare,
 };
-use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind};
+use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind, RefusalCause};
 use stackflow_events::projection::ResourceState;
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::provider::{CurrentState, ResourceRequest};
@@ -334,6 +334,20 @@ async fn check_one<S: EventStore + 'static>(
     let rules = rules_for(engine, r, against).await;
     let comparison = compare(reference, aws, &rules);
     apply_comparison(&mut drift, &comparison);
+    if matches!(
+        r.baseline,
+        Some(Baseline::Refused {
+            cause: RefusalCause::UnverifiableParameter
+        })
+    ) {
+        // AWS may hold a parameter's deployed value (meant to stay secret) where the
+        // record holds its Default: its side of every difference is not shown.
+        for d in &mut drift.differences {
+            if d.aws.is_some() {
+                d.aws = Some(Value::String(MASKED.into()));
+            }
+        }
+    }
     drift
 }
 
