@@ -47,7 +47,17 @@
 //! fakecloud's own environment variables (`FAKECLOUD_*`) are removed from its
 //! environment: some of them open extra listeners on every interface (the SES
 //! SMTP port, the DNS resolver) or switch on persistence; the harness passes
-//! everything it wants on the command line.
+//! everything it wants on the command line, except `FAKECLOUD_CONTAINER_CLI`.
+//!
+//! # Lambda code runs
+//!
+//! No container engine runs on the test machines, so a started fakecloud gets
+//! `FAKECLOUD_CONTAINER_CLI` = [`STANDIN`], a stand-in for the container CLI that runs
+//! each Lambda function as a local process behind the Lambda Runtime API
+//! (`provided.*` bootstraps as they are, `nodejs*` and `python3.*` handlers under the
+//! installed `node` and `python3`; `.ci/install-lambda-sdk` installs the AWS SDK for
+//! JavaScript v3 it gives Node.js handlers). Its "containers" live under
+//! `<log dir>/standin-<pid>-<millis>/` and stop when fakecloud does.
 
 use std::collections::hash_map::RandomState;
 use std::fs::OpenOptions;
@@ -87,6 +97,13 @@ pub const ACCOUNT_ID: &str = "123456789012";
 pub const ACCESS_KEY_ID: &str = "test";
 /// See [`ACCESS_KEY_ID`].
 pub const SECRET_ACCESS_KEY: &str = "test";
+/// The container engine CLI fakecloud runs Lambda code through.
+pub const CONTAINER_CLI_ENV: &str = "FAKECLOUD_CONTAINER_CLI";
+/// The stand-in for it that a started fakecloud is given: Lambda functions run as local
+/// processes (`tests/standin/container.py`, whose documentation says how and its limits).
+pub const STANDIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/standin/container.py");
+/// Where the stand-in keeps its "containers" (one directory per emulator, beside its log).
+pub const STANDIN_DIR_ENV: &str = "STACKFLOW_STANDIN_DIR";
 /// How long a started emulator has to answer its health check.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -299,6 +316,10 @@ impl Emulator {
                 command.env_remove(key);
             }
         }
+        let standin_dir = log_dir.join(format!("standin-{}-{millis}", std::process::id()));
+        command
+            .env(CONTAINER_CLI_ENV, STANDIN)
+            .env(STANDIN_DIR_ENV, &standin_dir);
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {} under sh: {e}", binary.display()))?;

@@ -7,7 +7,8 @@
 //! [`deploy`] builds an engine in the test process; [`latency`] and [`faults`] are proxies
 //! that delay or fault its calls, [`inventory`] asks the emulator what it holds, and
 //! [`audit`] checks recorded states against it; [`worker`] runs an engine through Step
-//! Functions, its tasks run by an in-process `stackflow worker`.
+//! Functions, its tasks run by an in-process `stackflow worker`; [`lambda`] makes Lambda
+//! functions whose code runs (through the emulator's container stand-in).
 
 pub mod audit;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod faults;
 pub mod gate;
 pub mod http1;
 pub mod inventory;
+pub mod lambda;
 pub mod latency;
 pub mod secret_scan;
 pub mod worker;

@@ -1,0 +1,143 @@
+//! Lambda code for the tests: zip packages (made with `python3`'s `zipfile`, which keeps
+//! file modes, so a `bootstrap` stays executable), functions created on the emulator, and
+//! the engine's own bootstrap built for this host. The functions run through the
+//! container stand-in a started emulator is given (see [`crate::emulator`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::{Environment, FunctionCode, Runtime};
+
+use crate::emulator::unique_name;
+
+/// Zips `dir`'s files (recursively, paths relative to `dir`, modes kept).
+pub fn zip_dir(dir: &Path) -> Vec<u8> {
+    const SCRIPT: &str = r#"
+import os, sys, zipfile
+root, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for base, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(base, name)
+            z.write(path, os.path.relpath(path, root))
+"#;
+    let out = std::env::temp_dir().join(format!("{}.zip", unique_name("zip")));
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(dir)
+        .arg(&out)
+        .status()
+        .expect("python3 runs (it zips Lambda code for the tests)");
+    assert!(status.success(), "zipping {} failed", dir.display());
+    let bytes = std::fs::read(&out).expect("the zip");
+    let _ = std::fs::remove_file(&out);
+    bytes
+}
+
+/// Zips `files` (name, content), each executable.
+pub fn zip_files(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(unique_name("zipsrc"));
+    for (name, content) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        make_executable(&path);
+    }
+    let zip = zip_dir(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    zip
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// What a test function is made of.
+#[derive(Debug, Clone)]
+pub struct FunctionSpec<'a> {
+    pub name: &'a str,
+    pub runtime: Runtime,
+    pub handler: &'a str,
+    pub zip: Vec<u8>,
+    pub timeout: i32,
+    pub env: Vec<(String, String)>,
+}
+
+/// Creates `spec` on the emulator; its ARN.
+pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec<'_>) -> String {
+    let mut env = Environment::builder();
+    for (k, v) in spec.env {
+        env = env.variables(k, v);
+    }
+    lambda
+        .create_function()
+        .function_name(spec.name)
+        .runtime(spec.runtime)
+        .handler(spec.handler)
+        .role("arn:aws:iam::123456789012:role/stackflow-test-lambda")
+        .timeout(spec.timeout)
+        .environment(env.build())
+        .code(
+            FunctionCode::builder()
+                .zip_file(Blob::new(spec.zip))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "CreateFunction {}: {}",
+                spec.name,
+                aws_sdk_lambda::error::DisplayErrorContext(e)
+            )
+        })
+        .function_arn
+        .expect("a function ARN")
+}
+
+/// The engine's Lambda bootstrap (`functions/bootstrap`, crate `stackflow-fn-bootstrap`)
+/// built for this host with the test profile's settings (`cargo build`, once per test
+/// binary; cargo's lock waits for any other build of the workspace), as the zip a
+/// `provided.al2023` function deploys: `bootstrap` at its root.
+pub fn engine_bootstrap_zip() -> &'static [u8] {
+    static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
+    ZIP.get_or_init(|| {
+        let binary = build_engine_bootstrap();
+        let bytes = std::fs::read(&binary).expect("the built bootstrap");
+        zip_files(&[("bootstrap", &bytes)])
+    })
+}
+
+fn build_engine_bootstrap() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = Command::new(cargo)
+        .current_dir(workspace)
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "stackflow-fn-bootstrap",
+            "--message-format=json-render-diagnostics",
+        ])
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo build -p stackflow-fn-bootstrap failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| {
+            m["reason"] == "compiler-artifact" && m["target"]["name"] == "stackflow-fn-bootstrap"
+        })
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reports the bootstrap's executable")
+}
