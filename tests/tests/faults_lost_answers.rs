@@ -211,6 +211,7 @@ fn stack(probe: &Probe, tag: &str) -> StackTemplate {
         dependencies: Vec::new(),
         parameters: Default::default(),
         nested: Default::default(),
+        assets: None,
     }
 }
 

@@ -25,9 +25,10 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// AWS region (default: AWS_REGION or the profile's region)
-    #[arg(long, global = true, value_name = "REGION")]
-    pub region: Option<String>,
+    /// AWS region (default: AWS_REGION or the profile's region); `bootstrap` takes it
+    /// more than once
+    #[arg(long = "region", global = true, value_name = "REGION", action = ArgAction::Append)]
+    pub regions: Vec<String>,
 
     /// Send every AWS call to this endpoint, e.g. a local emulator (default: AWS_ENDPOINT_URL)
     #[arg(long, global = true, value_name = "URL")]
@@ -133,6 +134,28 @@ pub enum Command {
     /// --resource (add or replace only those). Exit 0 unless a look-up failed, or a
     /// migration did not delete its CloudFormation stack (1).
     Import(ImportArgs),
+    /// Create stackflow's own bucket in each --region (default: the configured region):
+    /// the engine's bucket and, unless
+    /// --use-cdk-bootstrap-assets, the region's asset storage
+    ///
+    /// The bucket is stackflow-<account>-<region>: encrypted (SSE-S3 unless it already has
+    /// encryption), every public access blocked, lifecycle rules (custom resource
+    /// responses and remote deploy inputs expire after a day, deploy artifacts after 30
+    /// days, unfinished uploads after a day), and a tag saying where the region's assets
+    /// go. In a region that keeps assets there, deploys publish file assets under
+    /// assets/ in it and point the templates' references (Lambda code, nested stack
+    /// templates, the IAM grants on the asset bucket) at it instead of the CDK bootstrap
+    /// bucket. Idempotent: run it again to repair a setting; it says what it changed.
+    Bootstrap(BootstrapArgs),
+}
+
+/// Arguments of `stackflow bootstrap`.
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// Keep publishing assets to the CDK bootstrap bucket (cdk-<qualifier>-assets-*) in
+    /// these regions; stackflow's bucket is then only the engine's
+    #[arg(long)]
+    pub use_cdk_bootstrap_assets: bool,
 }
 
 /// Arguments of `stackflow import`.
@@ -164,6 +187,13 @@ pub struct ImportArgs {
         default_missing_value = ""
     )]
     pub migrate_from_cloudformation: Option<String>,
+
+    /// Publish assets to the CDK bootstrap bucket the asset manifest names
+    /// (cdk-<qualifier>-assets-*), even in a region `stackflow bootstrap` opted into
+    /// stackflow's own asset storage (also `stackflow.useCdkBootstrapAssets` in cdk.json's
+    /// context)
+    #[arg(long)]
+    pub use_cdk_bootstrap_assets: bool,
 
     /// Print the result as JSON
     #[arg(long)]
@@ -312,6 +342,13 @@ pub struct DiffArgs {
     /// the diff lists such a replacement as a problem
     #[arg(long)]
     pub allow_stateful_replacement: bool,
+
+    /// Publish assets to the CDK bootstrap bucket the asset manifest names
+    /// (cdk-<qualifier>-assets-*), even in a region `stackflow bootstrap` opted into
+    /// stackflow's own asset storage (also `stackflow.useCdkBootstrapAssets` in cdk.json's
+    /// context)
+    #[arg(long)]
+    pub use_cdk_bootstrap_assets: bool,
 }
 
 /// Arguments of `stackflow deploy`.
@@ -340,9 +377,11 @@ pub struct DeployArgs {
     #[arg(long)]
     pub allow_stateful_replacement: bool,
 
-    /// At most this many resource actions at once
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub concurrency: u16,
+    /// Pin the number of resource actions at once to N. Without it each AWS service gets
+    /// its own limit, which starts at 64, halves when the service throttles and grows
+    /// back while calls succeed (at most 256 actions in all)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: Option<u16>,
 
     /// Read other stacks' exports and outputs only from stackflow's own records, never
     /// from CloudFormation
@@ -352,6 +391,13 @@ pub struct DeployArgs {
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]
     pub json: bool,
+
+    /// Publish assets to the CDK bootstrap bucket the asset manifest names
+    /// (cdk-<qualifier>-assets-*), even in a region `stackflow bootstrap` opted into
+    /// stackflow's own asset storage (also `stackflow.useCdkBootstrapAssets` in cdk.json's
+    /// context)
+    #[arg(long)]
+    pub use_cdk_bootstrap_assets: bool,
 
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -364,9 +410,10 @@ pub struct DestroyArgs {
     #[arg(long, value_name = "NAME")]
     pub stack: String,
 
-    /// At most this many deletes at once
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub concurrency: u16,
+    /// Pin the number of deletes at once to N (default: adaptive per AWS service, as for
+    /// deploy)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: Option<u16>,
 
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]

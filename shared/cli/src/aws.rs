@@ -15,7 +15,7 @@ pub async fn load(global: &GlobalArgs) -> SdkConfig {
     if let Some(profile) = &global.profile {
         loader = loader.profile_name(profile);
     }
-    if let Some(region) = &global.region {
+    if let Some(region) = global.regions.last() {
         loader = loader.region(aws_config::Region::new(region.clone()));
     }
     if let Some(url) = &global.endpoint_url {

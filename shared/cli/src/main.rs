@@ -1,6 +1,7 @@
 //! The `stackflow` command.
 
 mod args;
+mod assets;
 mod aws;
 mod commands;
 mod liveness;

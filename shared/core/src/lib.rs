@@ -4,6 +4,7 @@
 //! offline in milliseconds. Values that only AWS can give (availability zones, exports,
 //! dynamic references, the state of deployed resources) come in through small traits.
 
+pub mod assets;
 pub mod cidr;
 pub mod drift;
 pub mod dynref;

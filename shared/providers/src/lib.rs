@@ -16,6 +16,7 @@
 //! Nothing in [`provider`] depends on an AWS SDK type: the engine drives providers only
 //! through the contract.
 
+pub mod assets;
 pub mod aws;
 pub mod cloudcontrol;
 pub mod custom;

@@ -8,6 +8,7 @@ use stackflow_engine::{
 };
 
 use crate::args::{DeployArgs, DestroyArgs, GlobalArgs, RollbackArgs};
+use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
 use crate::select::{bind_all, dependency_order, select_stacks};
 use crate::setup::{setup, stop_on_ctrl_c};
@@ -42,9 +43,19 @@ fn print_reports(reports: &[StackReport], json: bool, operation: &str) -> anyhow
 pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
     let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
-    let stacks = dependency_order(stacks);
+    let mut stacks = dependency_order(stacks);
     let bound = bind_all(&stacks, &args.parameters)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
+    let assets = Assets::prepare(
+        &crate::aws::load(global).await,
+        &setup.region,
+        setup.account_id.as_deref(),
+        &stacks,
+        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+    )
+    .await?;
+    assets.check()?;
+    assets.rewrite(&mut stacks);
     let remote = if args.remote.remote {
         Some(super::remote::Remote::new(global, &args.remote, &setup).await?)
     } else {
@@ -53,11 +64,15 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     let mut options = DeployOptions::new();
     options.no_rollback = args.no_rollback;
     options.allow_stateful_replacement = args.allow_stateful_replacement;
-    options.concurrency = usize::from(args.concurrency);
+    if let Some(n) = args.concurrency {
+        options = options.pinned(usize::from(n));
+    }
     options.stop = stop_on_ctrl_c();
 
     let mut reports = Vec::new();
     for (stack, parameters) in stacks.into_iter().zip(bound) {
+        // Before the stack's first resource starts (and before a remote run starts).
+        assets.publish(&stack.name).await?;
         let input = setup.input(stack, parameters);
         if let Some(remote) = &remote {
             let code = remote
@@ -101,7 +116,9 @@ pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<E
             .await;
     }
     let mut options = DeployOptions::new();
-    options.concurrency = usize::from(args.concurrency);
+    if let Some(n) = args.concurrency {
+        options = options.pinned(usize::from(n));
+    }
     options.stop = stop_on_ctrl_c();
     let report = destroy_stack(setup.engine.clone(), &args.stack, options).await?;
     let reports = vec![report];

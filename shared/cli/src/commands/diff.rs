@@ -6,13 +6,14 @@ use stackflow_core::plan::Plan;
 use stackflow_core::template::load_path;
 
 use crate::args::{DiffArgs, GlobalArgs};
+use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
 use crate::select::{bind_all, select_stacks};
 use crate::store::{Store, StoreSpec, local_file};
 
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
-    let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
+    let mut stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
     let bound = bind_all(&stacks, &args.parameters)?;
 
     // A diff never creates a store: a local store that does not exist yet holds nothing.
@@ -30,6 +31,18 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         (!args.json).then_some("values that use AWS::AccountId show as known after deploy"),
     )
     .await?;
+    // Where the assets would be published: in a region that keeps them in stackflow's
+    // bucket, the references point there (and show as changes until a deploy repoints
+    // the resources).
+    Assets::prepare(
+        &crate::aws::load(global).await,
+        &setup.region,
+        setup.account_id.as_deref(),
+        &stacks,
+        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+    )
+    .await?
+    .rewrite(&mut stacks);
     let mut plans: Vec<Plan> = Vec::new();
     // What would stop each stack's deploy before it changes anything.
     let mut problems: Vec<(String, Vec<String>)> = Vec::new();

@@ -12,6 +12,7 @@ use stackflow_engine::import::{
 use stackflow_providers::lookups::AwsLookups;
 
 use crate::args::{GlobalArgs, ImportArgs};
+use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::select::{bind_all, select_stacks};
 use crate::setup::setup;
 
@@ -32,6 +33,7 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
         ),
     };
     let setup = setup(global, true, global.verbose).await?;
+    let moved = asset_references_to_move(global, &setup, &args, &stack).await?;
     let input = setup.input(stack, bound);
     let migrate = match &args.migrate_from_cloudformation {
         None => None,
@@ -58,7 +60,35 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+    if moved > 0 {
+        eprintln!(
+            "info: {moved} asset reference(s) of the adopted resources point at the CDK \
+             bootstrap bucket, and this region keeps assets in stackflow's bucket: the first \
+             `stackflow diff` shows them as changes, and the next deploy repoints them (do \
+             not skip it; --use-cdk-bootstrap-assets keeps the CDK bucket)"
+        );
+    }
     Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// How many asset references of `stack` the next deploy points at stackflow's bucket
+/// (none when the region keeps assets in the CDK bootstrap bucket). The import itself
+/// records the template as it is: the values the adopted resources hold today.
+async fn asset_references_to_move(
+    global: &GlobalArgs,
+    setup: &crate::setup::Setup,
+    args: &ImportArgs,
+    stack: &stackflow_core::template::StackTemplate,
+) -> anyhow::Result<usize> {
+    let assets = Assets::prepare(
+        &crate::aws::load(global).await,
+        &setup.region,
+        setup.account_id.as_deref(),
+        std::slice::from_ref(stack),
+        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+    )
+    .await?;
+    Ok(assets.rewrite(&mut [stack.clone()]).len())
 }
 
 fn status_text(status: ImportStatus) -> &'static str {

@@ -1,5 +1,6 @@
 //! One module per command.
 
+mod bootstrap;
 mod deploy;
 mod diff;
 mod drift;
@@ -36,6 +37,9 @@ pub fn error_code(e: &anyhow::Error) -> ExitCode {
 
 /// Runs the command and returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if cli.global.regions.len() > 1 && !matches!(cli.command, Command::Bootstrap(_)) {
+        anyhow::bail!("give --region once (only `stackflow bootstrap` takes several)");
+    }
     match cli.command {
         Command::Deploy(args) => deploy::deploy(&cli.global, args).await,
         Command::Destroy(args) => deploy::destroy(&cli.global, args).await,
@@ -52,5 +56,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => state::events(&cli.global, args).await,
         Command::Unlock(args) => state::unlock(&cli.global, &args.stack).await,
         Command::Scrub(args) => scrub::run(&cli.global, args).await,
+        Command::Bootstrap(args) => bootstrap::run(&cli.global, args).await,
     }
 }

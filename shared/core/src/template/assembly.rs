@@ -42,10 +42,18 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
         .filter(|(_, a)| a.get("type").and_then(Value::as_str) == Some("aws:cloudformation:stack"))
         .map(|(id, _)| id.as_str())
         .collect();
+    let asset_manifests = asset_manifests(dir, artifacts);
     for (id, artifact) in artifacts {
         match artifact.get("type").and_then(Value::as_str) {
             Some("aws:cloudformation:stack") => {
-                let stack = stack_artifact(dir, &manifest_path, id, artifact, &stack_ids)?;
+                let mut stack = stack_artifact(dir, &manifest_path, id, artifact, &stack_ids)?;
+                stack.assets = artifact
+                    .get("dependencies")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .find_map(|d| asset_manifests.get(d).cloned());
                 out.push((id.clone(), stack));
             }
             Some("cdk:cloud-assembly") => {
@@ -61,6 +69,22 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
         }
     }
     Ok(())
+}
+
+/// The files of the asset manifest artifacts (`cdk:asset-manifest`) of a manifest, by
+/// artifact id.
+fn asset_manifests(
+    dir: &FsPath,
+    artifacts: &serde_json::Map<String, Value>,
+) -> HashMap<String, PathBuf> {
+    artifacts
+        .iter()
+        .filter(|(_, a)| a.get("type").and_then(Value::as_str) == Some("cdk:asset-manifest"))
+        .filter_map(|(id, a)| {
+            let file = a.get("properties")?.get("file")?.as_str()?;
+            Some((id.clone(), dir.join(file)))
+        })
+        .collect()
 }
 
 /// The manifest of a cloud assembly, as JSON.
@@ -129,6 +153,7 @@ fn stack_artifact(
         dependencies,
         parameters: stack_parameters(&props),
         nested,
+        assets: None,
     })
 }
 

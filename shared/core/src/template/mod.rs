@@ -32,6 +32,9 @@ pub struct StackTemplate {
     pub parameters: IndexMap<String, String>,
     /// Nested stacks whose template was found beside this one, by logical id.
     pub nested: IndexMap<String, NestedTemplate>,
+    /// The stack's asset manifest (`<Stack>.assets.json` of a cloud assembly), when it
+    /// has one.
+    pub assets: Option<PathBuf>,
 }
 
 /// The template of a nested stack (`AWS::CloudFormation::Stack`) found in a cloud assembly.
@@ -124,6 +127,7 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
         dependencies: vec![],
         parameters: IndexMap::new(),
         nested,
+        assets: None,
     }])
 }
 

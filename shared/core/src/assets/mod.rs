@@ -1,0 +1,14 @@
+//! Cloud assembly assets: the asset manifest of a stack (files, directories to zip,
+//! container images, and where each is published), its `${AWS::...}` placeholders, and
+//! the rewrite of a template's asset references to stackflow's own bucket.
+
+mod manifest;
+mod rewrite;
+
+pub use manifest::{
+    AssetManifest, FileAsset, FileDestination, ImageAsset, ImageDestination, Packaging,
+    Placeholders, load_asset_manifest, parse_asset_manifest, partition_of,
+};
+pub use rewrite::{
+    ASSET_PREFIX, Retarget, STACKFLOW_BUCKET_PATTERN, is_cdk_asset_bucket, stackflow_bucket_name,
+};
