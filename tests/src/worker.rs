@@ -27,6 +27,12 @@ pub struct Ended {
     pub status: ExecutionStatus,
     /// `error: cause` when it failed.
     pub error: String,
+    /// It did not end within [`EXECUTION_LIMIT`], and was stopped.
+    pub hung: bool,
+    /// When it was stopped, it had looped through `WaitForRunningCalls`: its Fail task was
+    /// waiting for calls it cannot stop (intents without an outcome, waited for up to a
+    /// task's longest run), which it does by design.
+    pub waiting: bool,
 }
 
 /// The state machines of one engine, its bucket, and the workers polling its activities.
@@ -39,7 +45,7 @@ pub struct Machines {
 }
 
 /// How long an execution may take before [`Machines::run`] gives up on it.
-const EXECUTION_LIMIT: Duration = Duration::from_secs(180);
+pub const EXECUTION_LIMIT: Duration = Duration::from_secs(150);
 
 impl Machines {
     /// Creates the activities and state machines of a new engine on `emulator`, and starts
@@ -139,7 +145,8 @@ impl Machines {
         self.run(machine, input).await
     }
 
-    /// Starts an execution of `machine` and waits for its end.
+    /// Starts an execution of `machine` and waits for its end; one that runs longer than
+    /// [`EXECUTION_LIMIT`] is stopped (and said to have hung).
     pub async fn run(&self, machine: &str, input: Value) -> Ended {
         let started = self
             .sfn
@@ -153,7 +160,16 @@ impl Machines {
             .unwrap_or_else(|e| panic!("StartExecution {machine}: {}", DisplayErrorContext(e)))
             .execution_arn;
         let since = Instant::now();
+        let mut looked = since;
         while since.elapsed() < EXECUTION_LIMIT {
+            // A Fail task that waits for calls it cannot stop loops for up to a task's
+            // longest run: once it does, the execution is stopped as an operator would.
+            if looked.elapsed() > Duration::from_secs(5) {
+                looked = Instant::now();
+                if self.entered(&arn, "WaitForRunningCalls").await {
+                    return self.stop(&arn, true).await;
+                }
+            }
             let described = self
                 .sfn
                 .describe_execution()
@@ -171,11 +187,49 @@ impl Machines {
                 return Ended {
                     status: d.status,
                     error,
+                    hung: false,
+                    waiting: false,
                 };
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("execution {arn} did not end in {EXECUTION_LIMIT:?}");
+        let waiting = self.entered(&arn, "WaitForRunningCalls").await;
+        self.stop(&arn, waiting).await
+    }
+
+    /// Stops execution `arn`, which has run too long (`waiting`: for calls it cannot stop).
+    async fn stop(&self, arn: &str, waiting: bool) -> Ended {
+        let stopped = self.sfn.stop_execution().execution_arn(arn).send().await;
+        let stopped =
+            stopped.map_or_else(|e| DisplayErrorContext(e).to_string(), |_| "stopped".into());
+        Ended {
+            status: ExecutionStatus::Aborted,
+            error: match waiting {
+                true => format!("execution {arn} waited for running calls ({stopped})"),
+                false => format!("execution {arn} did not end in {EXECUTION_LIMIT:?} ({stopped})"),
+            },
+            hung: !waiting,
+            waiting,
+        }
+    }
+
+    /// Whether execution `arn` entered state `name` (in its last 1000 events).
+    async fn entered(&self, arn: &str, name: &str) -> bool {
+        let history = self
+            .sfn
+            .get_execution_history()
+            .execution_arn(arn)
+            .reverse_order(true)
+            .max_results(1000)
+            .send()
+            .await;
+        let Ok(history) = history else {
+            return false;
+        };
+        history.events().iter().any(|e| {
+            e.state_entered_event_details()
+                .is_some_and(|d| d.name() == name)
+        })
     }
 }
 

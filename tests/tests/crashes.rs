@@ -17,22 +17,30 @@
 //!   rolls back, and N runs over the deploy's appends and its rollback's; the next run is a
 //!   `rollback`.
 //!
-//! Then the store heals and the next run goes (it breaks the dead run's lock: embedded, the
-//! holder's process is gone; through the worker, as `stackflow unlock` does). After it, an
-//! [`Audit`] asks the emulator directly: every recorded resource exists once, nothing with
-//! the stack's name is left in AWS that the state does not record (0 leaked, 0
-//! duplicated), the recorded properties match AWS, nothing is pending or locked. The
-//! update's stack then plans no change for v2; the rollback's state is v1's state, resource
-//! for resource. Last the stack is destroyed and checked again: nothing remains.
+//! The crashed run must fail (embedded, with the store's error; through the worker, the
+//! execution may end in any failure, but it must end: one still running after
+//! [`EXECUTION_LIMIT`](stackflow_tests::worker::EXECUTION_LIMIT) is stopped, as an
+//! operator would, and counted as a problem unless its Fail task was waiting for calls it
+//! cannot stop, which it does by design for up to a task's longest run when the crash left
+//! an intent without its outcome). Then the store heals and the next run goes (it breaks
+//! the dead run's lock: embedded, the holder's process is gone; through the worker, as
+//! `stackflow unlock` does). After it, an [`Audit`] asks the
+//! emulator directly: every recorded resource exists once, nothing with the stack's name
+//! is left in AWS that the state does not record (0 leaked, 0 duplicated), the recorded
+//! properties match AWS, nothing is pending or locked. The update's stack then plans no
+//! change for v2; the rollback's state is v1's state, resource for resource. Last the
+//! stack is destroyed and checked again: nothing remains.
 //!
 //! N goes from 0 (nothing recorded) to the number of appends of a clean run of the step (no
 //! crash), counted first with the same store. The embedded engine always tries every N
-//! (about 130 in all, about 70 s on 2 cores). Through the worker (a Step Functions
-//! execution whose tasks an in-process `stackflow worker` runs; a crashed execution waits
-//! out the state machine's retries of the dead store, about 20 s an N) it tries N = 1, the
-//! middle one and the last but one of each step by default (about 2 minutes), and every N
-//! with `STACKFLOW_CRASH_CAMPAIGN=full` (about 45 minutes). Every N prints a line, and each
-//! step a summary (`N tried, leaked, duplicated...`): run with `--nocapture` to see them.
+//! (55 + 73, about 80 s on 2 cores). Through the worker (a Step Functions execution whose
+//! tasks an in-process `stackflow worker` runs; a crashed execution waits out the state
+//! machine's retries of the dead store, about 20 s an N; one whose Fail task waits for
+//! calls is stopped once it does) it tries N = 1, the middle one and the last but one of
+//! each step by default (about 2 minutes), and every N with `STACKFLOW_CRASH_CAMPAIGN=full`
+//! (about 40 minutes). Every N prints a line, and each step a summary (`N tried, leaked,
+//! duplicated...`): run with `--nocapture` to see them. `STACKFLOW_CRASH_N=3,17` tries only
+//! those N (to replay one).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -261,6 +269,8 @@ enum Run {
     Failed(String),
     /// Did not complete: the store died, or the engine could not run.
     Broken(String),
+    /// Through the worker: the execution did not end in time, and was stopped.
+    Hung(String),
 }
 
 impl Run {
@@ -285,6 +295,11 @@ impl Run {
     fn worker(ended: stackflow_tests::worker::Ended) -> Run {
         use aws_sdk_sfn::types::ExecutionStatus;
         match ended.status {
+            _ if ended.waiting => Run::Broken(format!(
+                "stopped while its Fail task waited for calls it cannot stop: {}",
+                ended.error
+            )),
+            _ if ended.hung => Run::Hung(ended.error),
             ExecutionStatus::Succeeded => Run::Done("execution succeeded".into()),
             _ if ended.error.starts_with("Stackflow.DeployFailed") => Run::Failed(ended.error),
             s => Run::Broken(format!("execution {s:?}: {}", ended.error)),
@@ -296,6 +311,7 @@ impl Run {
             Run::Done(t) => ("done", t),
             Run::Failed(t) => ("failed", t),
             Run::Broken(t) => ("broken", t),
+            Run::Hung(t) => ("hung", t),
         };
         let text: String = text.chars().take(160).collect();
         format!("{word}: {text}")
@@ -342,23 +358,24 @@ impl Driver {
 
     /// After a crash: through the worker, the dead execution's lock is broken as
     /// `stackflow unlock` does (the embedded engine breaks it itself: its holder's process
-    /// is gone).
-    async fn unlock(&self, stack: &str) -> Result<(), String> {
-        if self.machines.is_none() {
-            return Ok(());
-        }
+    /// is gone). Says whether the lock was held.
+    async fn unlock(&self, stack: &str) -> Result<&'static str, String> {
         let stream = StreamId::new(REGION, stack);
         let state = load_state(self.store(), &stream)
             .await
             .map_err(|e| e.to_string())?;
-        if state.lock.is_some() {
+        if state.lock.is_none() {
+            return Ok("lock free");
+        }
+        if self.machines.is_some() {
             let by = "crash campaign (stackflow unlock)";
             self.store()
                 .break_lock(&stream, by)
                 .await
                 .map_err(|e| e.to_string())?;
+            return Ok("lock held, broken as stackflow unlock does");
         }
-        Ok(())
+        Ok("lock held")
     }
 }
 
@@ -392,6 +409,11 @@ impl Step {
 
 /// The N to try of a step with `total` appends (see the module documentation).
 fn sample(total: u64, worker: bool) -> Vec<u64> {
+    let chosen = std::env::var("STACKFLOW_CRASH_N").ok();
+    if let Some(ns) = chosen.filter(|v| !v.trim().is_empty()) {
+        let ns = ns.split(',').filter_map(|n| n.trim().parse().ok());
+        return ns.filter(|&n| n <= total).collect();
+    }
     if !worker || full() {
         return (0..=total).collect();
     }
@@ -474,19 +496,24 @@ impl Campaign {
         store.fail_after(store.appended() + n);
         let crashed = self.driver.deploy(&input(&stack, step.version())).await;
         self.driver.store().heal();
-        let expected = if n < total {
-            matches!(crashed, Run::Broken(_))
-        } else {
-            step.clean(&crashed)
+        // Embedded, a crash fails the run with the store's error; through the worker, the
+        // execution ends in any failure (how depends on where the store died) but ends.
+        let worker = self.driver.machines.is_some();
+        let expected = match &crashed {
+            _ if n == total => step.clean(&crashed),
+            Run::Broken(_) => true,
+            Run::Failed(_) => worker,
+            Run::Done(_) | Run::Hung(_) => false,
         };
         if !expected {
             let what = format!("{stack}: N = {n} of {total}: {}", crashed.short());
             self.audit
                 .problem(format!("the crashed run ended unexpectedly: {what}"));
         }
-        if let Err(e) = self.driver.unlock(&stack).await {
+        let lock = self.driver.unlock(&stack).await.unwrap_or_else(|e| {
             self.audit.problem(format!("{stack}: unlocking: {e}"));
-        }
+            "lock unknown"
+        });
         let next = match step {
             Step::Update => self.driver.deploy(&input(&stack, Version::V2)).await,
             Step::Rollback => self.driver.rollback(&stack).await,
@@ -504,7 +531,7 @@ impl Campaign {
             format!("{found:?}")
         };
         eprintln!(
-            "[{}] {step:?} N = {n}/{total}: crashed run {}; next run {}; {verdict}",
+            "[{}] {step:?} N = {n}/{total}: crashed run {} ({lock}); next run {}; {verdict}",
             self.label,
             crashed.short(),
             next.short()
