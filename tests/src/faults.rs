@@ -36,6 +36,13 @@
 //! (`0.1` or `10%`) and the faults from `STACKFLOW_FAULT_KINDS`
 //! (`throttle,503,reset,drop`); the proxy prints its seed when it starts.
 //!
+//! # Rate-limit mode
+//!
+//! With [`FaultConfig::rate_limit`], each service also throttles the requests above a
+//! set rate ([`RateLimit`]: a token bucket per service, optionally answering
+//! `Retry-After`), as AWS does: what a deploy's adaptive concurrency must live with. Such
+//! answers count as `throttle` faults.
+//!
 //! The proxy counts, per service and operation, the requests it saw and the faults it
 //! injected ([`FaultProxy::stats`], [`FaultProxy::report`]). Every faulted request is
 //! one that its caller had to send again.
@@ -54,9 +61,12 @@ use tokio::task::JoinHandle;
 
 use crate::http1::{Response, forward, read_request, upstream_addr};
 
+mod rate;
 mod wire;
 
-use wire::{answer, operation, throttle_answer};
+use rate::Buckets;
+pub use rate::RateLimit;
+use wire::{answer, operation, throttle_answer, with_header};
 
 /// The seed to replay.
 pub const SEED_ENV: &str = "STACKFLOW_FAULT_SEED";
@@ -120,6 +130,8 @@ pub struct FaultConfig {
     pub at_most: Option<u64>,
     /// Requests of these operations never fault.
     pub spared: Vec<String>,
+    /// Besides the seeded faults, throttle each service above this rate.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl FaultConfig {
@@ -132,6 +144,16 @@ impl FaultConfig {
             operations: Vec::new(),
             at_most: None,
             spared: Vec::new(),
+            rate_limit: None,
+        }
+    }
+
+    /// No seeded faults: only each service throttling above `limit`.
+    pub fn rate_limited(limit: RateLimit) -> FaultConfig {
+        FaultConfig {
+            rate: 0.0,
+            rate_limit: Some(limit),
+            ..FaultConfig::new(0)
         }
     }
 
@@ -255,11 +277,17 @@ struct Shared {
     /// The rate, as `f64` bits (it may change).
     rate: AtomicU64,
     ops: Mutex<BTreeMap<(String, String), OpStats>>,
+    buckets: Option<Mutex<Buckets>>,
 }
 
 impl Shared {
-    /// Counts a request of `service` `operation` and decides its fault.
-    fn decide(&self, service: &str, operation: &str) -> Option<Fault> {
+    /// Counts a request of `service` `operation` and decides its fault, with the
+    /// `Retry-After` of a throttling answer of the rate limit (when it sends one).
+    fn decide(
+        &self,
+        service: &str,
+        operation: &str,
+    ) -> (Option<Fault>, Option<std::time::Duration>) {
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         let stats = ops
             .entry((service.to_string(), operation.to_string()))
@@ -275,13 +303,23 @@ impl Shared {
         let targeted =
             (config.operations.is_empty() || named(&config.operations)) && !named(&config.spared);
         let spent = config.at_most.is_some_and(|n| stats.faulted() >= n);
-        let fault = decision(config.seed, &key, stats.seen, rate, &config.kinds)
+        let mut fault = decision(config.seed, &key, stats.seen, rate, &config.kinds)
             .filter(|_| targeted && !spent);
+        let mut retry_after = None;
+        if fault.is_none()
+            && let Some(buckets) = &self.buckets
+        {
+            let mut buckets = buckets.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(wait) = buckets.take(service, std::time::Instant::now()) {
+                fault = Some(Fault::Throttle);
+                retry_after = buckets.retry_after().then_some(wait);
+            }
+        }
         stats.seen += 1;
         if let Some(f) = fault {
             stats.faults[f.index()] += 1;
         }
-        fault
+        (fault, retry_after)
     }
 }
 
@@ -321,8 +359,18 @@ impl FaultProxy {
             config.rate * 100.0,
             kinds.join(", ")
         );
+        if let Some(limit) = &config.rate_limit {
+            eprintln!(
+                "fault proxy {addr}: each service throttles above {} requests/s (burst {})",
+                limit.per_second, limit.burst
+            );
+        }
         let shared = Arc::new(Shared {
             rate: AtomicU64::new(config.rate.to_bits()),
+            buckets: config
+                .rate_limit
+                .clone()
+                .map(|l| Mutex::new(Buckets::new(l))),
             config,
             ops: Mutex::new(BTreeMap::new()),
         });
@@ -445,9 +493,15 @@ async fn serve(mut client: TcpStream, upstream: SocketAddr, shared: Arc<Shared>)
     let mut buf = Vec::new();
     while let Ok(Some((request, head))) = read_request(&mut client, &mut buf).await {
         let (service, operation) = operation(&head);
-        let fault = shared.decide(&service, &operation);
+        let (fault, retry_after) = shared.decide(&service, &operation);
         let answer = match fault {
-            Some(Fault::Throttle) => throttle_answer(&head),
+            Some(Fault::Throttle) => match retry_after {
+                Some(wait) => with_header(
+                    throttle_answer(&head),
+                    &format!("retry-after: {:.3}", wait.as_secs_f64()),
+                ),
+                None => throttle_answer(&head),
+            },
             Some(Fault::Unavailable) => answer(
                 &head,
                 "503 Service Unavailable",
@@ -684,6 +738,45 @@ mod tests {
             }
         }
         assert_eq!(seen.load(Ordering::SeqCst), 3 + 2);
+    }
+
+    #[tokio::test]
+    async fn the_rate_limit_throttles_above_the_rate_with_retry_after() {
+        let (server, seen) = ok_server().await;
+        let config = FaultConfig::rate_limited(RateLimit {
+            burst: 2.0,
+            retry_after: true,
+            services: vec!["ssm".into()],
+            ..RateLimit::new(1.0)
+        });
+        let proxy = FaultProxy::start(&server.to_string(), config)
+            .await
+            .unwrap();
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        let put = json("ssm", "AmazonSSM.PutParameter");
+        let mut heads = Vec::new();
+        for r in [&put, &put, &put, &json("sqs", "AmazonSQS.CreateQueue")] {
+            s.write_all(r).await.unwrap();
+            let answer = read_response(&mut s, &mut Vec::new(), "POST")
+                .await
+                .unwrap();
+            heads.push(String::from_utf8(answer.bytes).unwrap());
+        }
+        assert!(heads[0].starts_with("HTTP/1.1 200 ") && heads[1].starts_with("HTTP/1.1 200 "));
+        // Two served at once, then one a second: the next in about a second.
+        let head = "HTTP/1.1 400 Bad Request\r\nretry-after: ";
+        assert!(heads[2].starts_with(head), "{}", heads[2]);
+        let after: f64 = heads[2][head.len()..]
+            .split("\r\n")
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(after > 0.9 && after <= 1.0, "{after}");
+        assert!(heads[2].contains("ThrottlingException"), "{}", heads[2]);
+        assert!(heads[3].starts_with("HTTP/1.1 200 "), "sqs is not limited");
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
+        assert_eq!(proxy.faults_of("PutParameter", Fault::Throttle), 1);
     }
 
     #[test]

@@ -271,6 +271,16 @@ fn outcome(event: &Event) -> String {
             format!("events {} rewritten by {by}", seqs.join(", "))
         }
         Event::LockTaken { holder } => format!("by {} ({})", holder.who, holder.deploy_id),
+        Event::Throttled { services, .. } => {
+            let each: Vec<String> = services
+                .iter()
+                .map(|s| match s.lowest_limit {
+                    Some(limit) => format!("{} {} (down to {limit} at once)", s.service, s.retries),
+                    None => format!("{} {}", s.service, s.retries),
+                })
+                .collect();
+            format!("throttled calls retried: {}", each.join(", "))
+        }
         Event::LockReleased { deploy_id } => deploy_id.clone(),
         Event::LockBroken { by, previous } => {
             format!("by {by}, was {} ({})", previous.who, previous.deploy_id)

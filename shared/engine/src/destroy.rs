@@ -179,6 +179,10 @@ impl<S: EventStore + 'static> Destroy<S> {
             },
         )
         .await;
+        tally
+            .throttles
+            .record(&self.recorder, &self.id, &self.pre)
+            .await?;
         tally.into_report(report)?;
         Ok(true)
     }

@@ -12,6 +12,7 @@ use stackflow_providers::provider::{Properties, Provider};
 use stackflow_providers::router::{Routed, Router};
 use tokio::sync::watch;
 
+use crate::limits::{GLOBAL_CAP, Limits};
 use crate::lookups::Lookups;
 use crate::nested::{NESTED_STACK_TYPE, NestedStacks};
 use crate::progress::{Progress, ProgressEvent};
@@ -38,8 +39,13 @@ pub enum EngineError {
 pub struct DeployOptions {
     /// Keep what a failed deploy did (undo it later with `rollback`).
     pub no_rollback: bool,
-    /// At most this many resource actions at once.
+    /// At most this many resource actions at once, all services together.
     pub concurrency: usize,
+    /// Each AWS service's own limit adapts to its throttling ([`crate::limits`]): true
+    /// unless the user pinned the concurrency.
+    pub adaptive: bool,
+    /// The services' limits, shared by the phases of the run and its nested stacks.
+    pub limits: Arc<Limits>,
     /// Turns true when the user asks to stop: nothing new starts, running calls finish.
     /// A receiver whose sender is gone reads as "no stop can come".
     pub stop: watch::Receiver<bool>,
@@ -52,18 +58,28 @@ pub struct DeployOptions {
 }
 
 impl DeployOptions {
-    /// Defaults: rollback on, 10 at once, never stopped.
+    /// Defaults: rollback on, adaptive limits per service under a cap of
+    /// [`GLOBAL_CAP`], never stopped.
     pub fn new() -> DeployOptions {
         // The sender is dropped here: the scheduler reads a closed channel as "no stop
         // can come", and nothing outlives the options.
         let (_, rx) = watch::channel(false);
         DeployOptions {
             no_rollback: false,
-            concurrency: 10,
+            concurrency: GLOBAL_CAP,
+            adaptive: true,
+            limits: Arc::default(),
             stop: rx,
             deploy_id: None,
             allow_stateful_replacement: false,
         }
+    }
+
+    /// The same options with the concurrency pinned at `n` (no adaptation).
+    pub fn pinned(mut self, n: usize) -> DeployOptions {
+        self.concurrency = n.max(1);
+        self.adaptive = false;
+        self
     }
 
     /// The same options with a stop signal.

@@ -223,8 +223,11 @@ impl Observations {
         if baselines_off() {
             return;
         }
+        // Within the services' limits, as the actions are.
+        let limits = stackflow_providers::throttle::background();
         let handle = tokio::spawn(async move {
-            let current = read_now(&engine, &o.request, o.kind).await;
+            let read = read_now(&engine, &o.request, o.kind);
+            let current = stackflow_providers::throttle::in_background(limits, read).await;
             let Some(baseline) = baseline_of(&o.recorded, &current) else {
                 return;
             };

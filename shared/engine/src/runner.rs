@@ -13,11 +13,15 @@ use stackflow_events::EventStore;
 use stackflow_events::event::ErrorInfo;
 
 use crate::deploy::{Cleanup, Deployment, cleanup_subject};
+use stackflow_providers::throttle;
+
 use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::nested::NESTED_STACK_TYPE;
 use crate::progress::ProgressEvent;
 use crate::report::{Done, Failure, Handled, StackReport, StackStatus};
 use crate::schedule::{self, Outcome, Task, TaskStatus};
 use crate::stack::StackInput;
+use crate::throttling::{ServiceGate, Throttles};
 
 /// What a task is about, for progress lines and reports.
 #[derive(Debug, Clone)]
@@ -38,6 +42,8 @@ struct TallyInner {
 #[derive(Clone, Default)]
 pub(crate) struct Tally {
     inner: Arc<Mutex<TallyInner>>,
+    /// The throttled calls of the run's tasks.
+    pub throttles: Throttles,
 }
 
 impl Tally {
@@ -139,7 +145,9 @@ impl Tally {
 }
 
 /// Runs one phase: `tasks` on the scheduler, each through `handle`, with a progress line
-/// when it starts and when it ends, and its result in `tally`.
+/// when it starts and when it ends, and its result in `tally`. A task starts when the
+/// services it calls have room ([`ServiceGate`]), and its calls' throttling answers
+/// adapt those services' limits.
 pub(crate) async fn run_phase<S, G, F, Fut>(
     engine: &Arc<Engine<S>>,
     stack: &str,
@@ -155,12 +163,28 @@ where
     F: Fn(String) -> Fut,
     Fut: Future<Output = Handled> + Send + 'static,
 {
-    let report = schedule::run(
+    let subjects: HashMap<String, Subject> = tasks
+        .iter()
+        .map(|t| (t.id.clone(), subject(&t.id)))
+        .collect();
+    let services = subjects
+        .iter()
+        .map(|(id, s)| (id.clone(), services_of(engine, &s.resource_type)))
+        .collect();
+    let gate = ServiceGate::new(
+        options,
+        services,
+        tally.throttles.clone(),
+        engine.progress.clone(),
+        stack,
+    );
+    let report = schedule::run_gated(
         tasks,
         options.concurrency,
+        &gate,
         options.stop.clone(),
         |id: String| {
-            let subject = subject(&id);
+            let subject = subjects.get(&id).cloned().unwrap_or_else(|| subject(&id));
             engine.progress.report(ProgressEvent::ResourceStarted {
                 stack,
                 logical_id: &subject.logical_id,
@@ -168,7 +192,7 @@ where
                 action: &subject.action,
             });
             tally.lock().started.insert(id.clone(), subject.clone());
-            let work = handle(id);
+            let work = throttle::observed(gate.sink(&id), handle(id));
             let (engine, tally, stack) = (engine.clone(), tally.clone(), stack.to_string());
             async move {
                 let t = Instant::now();
@@ -186,6 +210,15 @@ where
     .await;
     tally.settle_lost(&report);
     report
+}
+
+/// The AWS services an action on a resource of `resource_type` calls (none for a nested
+/// stack: its own resources' actions are limited in its run).
+fn services_of<S>(engine: &Engine<S>, resource_type: &str) -> Vec<String> {
+    if resource_type == NESTED_STACK_TYPE {
+        return Vec::new();
+    }
+    engine.providers.services(resource_type)
 }
 
 /// The subjects and tasks of a set of cleanup items, for [`run_phase`].
@@ -287,6 +320,10 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         return Err(crate::lease::lost_error(d.stack()));
     }
     let stopped_by_user = d.options.stopped();
+    tally
+        .throttles
+        .record(&d.recorder, &d.deploy_id, &d.holds())
+        .await?;
     tally.into_report(&mut report)?;
     if cleaned && !report.failures.is_empty() {
         // A failure during cleanup cannot be undone (a replaced resource's old copy may

@@ -54,6 +54,19 @@ pub struct ErrorInfo {
     pub message: String,
 }
 
+/// How one AWS service throttled the calls of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceThrottling {
+    /// The service (`sqs`, `cloudcontrolapi`).
+    pub service: String,
+    /// Throttled calls, each sent again.
+    pub retries: u64,
+    /// The lowest the service's concurrency limit went during the run, when it was
+    /// lowered (an adaptive run; a run with a pinned concurrency has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowest_limit: Option<u64>,
+}
+
 /// Who holds a stack's lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
@@ -400,6 +413,14 @@ pub enum Event {
         /// The new holder.
         holder: Holder,
     },
+    /// Calls of a run were throttled: recorded once, before the run ends, and only when
+    /// some were (a run that nothing throttled records none).
+    Throttled {
+        /// The run (deploy, destroy).
+        deploy_id: String,
+        /// Per service, in name order.
+        services: Vec<ServiceThrottling>,
+    },
     /// The lock was released.
     LockReleased {
         /// The deploy that held it.
@@ -449,6 +470,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "Scrubbed",
     "EventsRewritten",
     "LockTaken",
+    "Throttled",
     "LockReleased",
     "LockBroken",
 ];
@@ -524,6 +546,7 @@ impl Event {
             Event::Scrubbed { .. } => "Scrubbed",
             Event::EventsRewritten { .. } => "EventsRewritten",
             Event::LockTaken { .. } => "LockTaken",
+            Event::Throttled { .. } => "Throttled",
             Event::LockReleased { .. } => "LockReleased",
             Event::LockBroken { .. } => "LockBroken",
         }

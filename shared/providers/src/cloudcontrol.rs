@@ -136,7 +136,13 @@ impl CloudControlProvider {
                     None => return Ok(event),
                     Some(error) if error.is_retryable() && attempt < FAILED_REQUEST_RETRIES => {
                         attempt += 1;
+                        if let ProviderError::Throttled(..) = error {
+                            // The handler was throttled by the resource's own service.
+                            let service = crate::throttle::service_of(&request.resource_type);
+                            crate::throttle::report(Some(&service), None);
+                        }
                         tokio::time::sleep(self.retry.backoff(attempt)).await;
+                        crate::throttle::ready().await;
                     }
                     Some(error) => return Err(error),
                 }

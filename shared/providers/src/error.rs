@@ -3,14 +3,17 @@
 //! Messages are the service's own words plus context; they are not masked here (the caller
 //! masks secrets before anything is stored or shown).
 
+use std::time::Duration;
+
 use aws_sdk_cloudcontrol::error::{ProvideErrorMetadata, SdkError};
 
 /// Why a provider operation failed, classified by what the caller should do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
-    /// The service throttled the call: retry with backoff.
+    /// The service throttled the call: retry with backoff, not before the wait the service
+    /// asked for (its `Retry-After`), when it said.
     #[error("throttled: {0}")]
-    Throttled(String),
+    Throttled(String, Option<Duration>),
     /// A transient failure (5xx, network, a call's deadline): retry with backoff.
     #[error("transient failure: {0}")]
     Transient(String),
@@ -141,7 +144,7 @@ impl ProviderError {
     /// A stable name for the class (used as the Step Functions error name).
     pub fn name(&self) -> &'static str {
         match self {
-            ProviderError::Throttled(_) => "Stackflow.Throttled",
+            ProviderError::Throttled(..) => "Stackflow.Throttled",
             ProviderError::Transient(_) => "Stackflow.Transient",
             ProviderError::IamPropagation(_) => "Stackflow.IamPropagation",
             ProviderError::AlreadyExists(_) => "Stackflow.AlreadyExists",
@@ -156,7 +159,7 @@ impl ProviderError {
     /// The message, without the class prefix of `Display`.
     pub fn message(&self) -> &str {
         match self {
-            ProviderError::Throttled(m)
+            ProviderError::Throttled(m, _)
             | ProviderError::Transient(m)
             | ProviderError::IamPropagation(m)
             | ProviderError::AlreadyExists(m)
@@ -174,7 +177,7 @@ impl ProviderError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            ProviderError::Throttled(_)
+            ProviderError::Throttled(..)
                 | ProviderError::Transient(_)
                 | ProviderError::IamPropagation(_)
         )
@@ -196,7 +199,7 @@ impl ProviderError {
     pub fn context(self, context: impl std::fmt::Display) -> Self {
         let wrap = |m: String| format!("{context}: {m}");
         match self {
-            ProviderError::Throttled(m) => ProviderError::Throttled(wrap(m)),
+            ProviderError::Throttled(m, after) => ProviderError::Throttled(wrap(m), after),
             ProviderError::Transient(m) => ProviderError::Transient(wrap(m)),
             ProviderError::IamPropagation(m) => ProviderError::IamPropagation(wrap(m)),
             ProviderError::AlreadyExists(m) => ProviderError::AlreadyExists(wrap(m)),
@@ -205,6 +208,15 @@ impl ProviderError {
             ProviderError::InvalidRequest(m) => ProviderError::InvalidRequest(wrap(m)),
             ProviderError::Timeout(m) => ProviderError::Timeout(wrap(m)),
             ProviderError::Other(m) => ProviderError::Other(wrap(m)),
+        }
+    }
+
+    /// How long the service asked the caller to wait before it tries again (a throttling
+    /// answer's `Retry-After`), when it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Throttled(_, after) => *after,
+            _ => None,
         }
     }
 
@@ -223,7 +235,7 @@ impl ProviderError {
         // Query-protocol services prefix codes (`AWS.SimpleQueueService.NonExistentQueue`).
         let short = code_str.rsplit('.').next().unwrap_or(code_str);
         let classes: [Class; 6] = [
-            (THROTTLED, ProviderError::Throttled),
+            (THROTTLED, |m| ProviderError::Throttled(m, None)),
             (TRANSIENT, ProviderError::Transient),
             (ALREADY_EXISTS, ProviderError::AlreadyExists),
             (NOT_FOUND, ProviderError::NotFound),
@@ -233,7 +245,7 @@ impl ProviderError {
         match classes.iter().find(|(codes, _)| codes.contains(&short)) {
             Some((_, make)) => make(text),
             None => match status {
-                Some(429) => ProviderError::Throttled(text),
+                Some(429) => ProviderError::Throttled(text, None),
                 Some(404) => ProviderError::NotFound(text),
                 Some(s) if s >= 500 => ProviderError::Transient(text),
                 Some(s) if s >= 400 => ProviderError::InvalidRequest(text),
@@ -261,16 +273,35 @@ impl ProviderError {
             SdkError::ServiceError(context) => {
                 let status = context.raw().status().as_u16();
                 let service = context.err();
-                ProviderError::classify(
+                let error = ProviderError::classify(
                     service.code(),
                     service.message().unwrap_or(""),
                     Some(status),
                 )
-                .context(what)
+                .context(what);
+                match error {
+                    ProviderError::Throttled(m, None) => {
+                        let header = context.raw().headers().get("retry-after");
+                        ProviderError::Throttled(m, header.and_then(parse_retry_after))
+                    }
+                    other => other,
+                }
             }
             _ => ProviderError::Other(format!("{what}: {}", full_message(&error))),
         }
     }
+}
+
+/// The longest `Retry-After` honoured: a service asking for more is waited for this long
+/// (the retry's own deadlines still apply).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A `Retry-After` header's delay in seconds (`2`, `0.5`), capped at [`MAX_RETRY_AFTER`];
+/// `None` for anything else (an HTTP date is not worth a clock comparison here).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let seconds: f64 = value.trim().parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0)
+        .then(|| Duration::from_secs_f64(seconds.min(MAX_RETRY_AFTER.as_secs_f64())))
 }
 
 /// The HTTP response type of every SDK client.
@@ -310,10 +341,10 @@ mod tests {
         let c = |code: &str| ProviderError::classify(Some(code), "m", Some(400));
         assert!(matches!(
             c("ThrottlingException"),
-            ProviderError::Throttled(_)
+            ProviderError::Throttled(..)
         ));
-        assert!(matches!(c("Throttling"), ProviderError::Throttled(_)));
-        assert!(matches!(c("TooManyUpdates"), ProviderError::Throttled(_)));
+        assert!(matches!(c("Throttling"), ProviderError::Throttled(..)));
+        assert!(matches!(c("TooManyUpdates"), ProviderError::Throttled(..)));
         assert!(matches!(c("InternalFailure"), ProviderError::Transient(_)));
         assert!(matches!(
             c("ParameterAlreadyExists"),
@@ -342,12 +373,28 @@ mod tests {
         ));
         assert!(matches!(
             ProviderError::classify(None, "", Some(429)),
-            ProviderError::Throttled(_)
+            ProviderError::Throttled(..)
         ));
         assert!(matches!(
             ProviderError::classify(None, "", None),
             ProviderError::Other(_)
         ));
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_capped() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("3600"), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+        let e = ProviderError::Throttled("slow".into(), Some(Duration::from_secs(1)));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            e.context("CreateQueue").retry_after(),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(ProviderError::Transient("x".into()).retry_after(), None);
     }
 
     #[test]
@@ -375,7 +422,7 @@ mod tests {
 
     #[test]
     fn names_retryability_and_context() {
-        let e = ProviderError::Throttled("x".into());
+        let e = ProviderError::Throttled("x".into(), None);
         assert_eq!(e.name(), "Stackflow.Throttled");
         assert!(e.is_retryable());
         assert!(!ProviderError::Timeout("x".into()).is_retryable());

@@ -29,6 +29,7 @@ pub mod registry;
 pub mod retry;
 pub mod router;
 pub mod sdk;
+pub mod throttle;
 
 pub use error::ProviderError;
 pub use provider::{

@@ -1,6 +1,7 @@
 //! Retrying classified errors: exponential backoff with jitter for throttling and transient
-//! failures, a dense fixed schedule for IAM propagation, a deadline per call and one for the
-//! whole operation.
+//! failures (never sooner than a throttling answer's `Retry-After`), a dense fixed schedule
+//! for IAM propagation, a deadline per call and one for the whole operation. Every
+//! throttled call is told to the running task's [`crate::throttle::ThrottleSink`].
 
 use std::collections::hash_map::RandomState;
 use std::future::Future;
@@ -119,7 +120,14 @@ where
                 }
                 policy.iam_delay
             }
-            ProviderError::Throttled(_) | ProviderError::Transient(_) => {
+            ProviderError::Throttled(_, retry_after) => {
+                crate::throttle::report(None, *retry_after);
+                if attempt >= policy.max_attempts {
+                    return Err(error);
+                }
+                policy.backoff(attempt).max(retry_after.unwrap_or_default())
+            }
+            ProviderError::Transient(_) => {
                 if attempt >= policy.max_attempts {
                     return Err(error);
                 }
@@ -134,6 +142,9 @@ where
             )));
         }
         tokio::time::sleep(delay).await;
+        if let ProviderError::Throttled(..) = error {
+            crate::throttle::ready().await;
+        }
     }
 }
 
@@ -182,7 +193,7 @@ mod tests {
         let calls = AtomicU32::new(0);
         let got = retry(&policy(), "op", || async {
             if calls.fetch_add(1, Ordering::SeqCst) < 2 {
-                Err(ProviderError::Throttled("slow down".into()))
+                Err(ProviderError::Throttled("slow down".into(), None))
             } else {
                 Ok(7)
             }
@@ -190,6 +201,38 @@ mod tests {
         .await;
         assert_eq!(got, Ok(7));
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn honours_retry_after_and_tells_the_sink() {
+        struct Count(AtomicU32);
+        impl crate::throttle::ThrottleSink for Count {
+            fn throttled(&self, service: Option<&str>, after: Option<Duration>) {
+                assert_eq!((service, after), (None, Some(Duration::from_secs(7))));
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let sink = std::sync::Arc::new(Count(AtomicU32::new(0)));
+        let calls = AtomicU32::new(0);
+        let start = Instant::now();
+        let got = crate::throttle::observed(
+            sink.clone(),
+            retry(&policy(), "op", || async {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Err(ProviderError::Throttled(
+                        "wait".into(),
+                        Some(Duration::from_secs(7)),
+                    ))
+                } else {
+                    Ok(1)
+                }
+            }),
+        )
+        .await;
+        assert_eq!(got, Ok(1));
+        // The service's 7 s, not the first backoff of at most 100 ms.
+        assert_eq!(start.elapsed(), Duration::from_secs(7));
+        assert_eq!(sink.0.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]

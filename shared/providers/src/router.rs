@@ -11,8 +11,9 @@ use crate::aws::s3_client;
 use crate::cloudcontrol::CloudControlProvider;
 use crate::custom::CustomResourceProvider;
 use crate::provider::{Properties, Provider};
-use crate::registry::{Registry, Route};
+use crate::registry::{Registry, Route, is_custom_type};
 use crate::sdk;
+use crate::throttle::{CLOUD_CONTROL, service_of};
 
 /// Picks the provider of each resource. The engine depends on this trait only, so that
 /// its lifecycle can be tested with a fake provider.
@@ -32,6 +33,14 @@ pub trait Router: Send + Sync {
         resource_type: &str,
         kind: ProviderKind,
     ) -> Result<Arc<dyn Provider>, String>;
+
+    /// The AWS services the calls of an action on a resource of `resource_type` go to,
+    /// the one its own calls are sent to first (Cloud Control's API, then the type's
+    /// service, for a type served through Cloud Control): the engine limits how many
+    /// actions of each run at once.
+    fn services(&self, resource_type: &str) -> Vec<String> {
+        vec![service_of(resource_type)]
+    }
 }
 
 /// Every provider a deploy can route a resource to.
@@ -66,7 +75,15 @@ pub struct Routed {
 impl Providers {
     /// Every SDK provider of stackflow, Cloud Control, and the custom resource provider
     /// when `custom_bucket` names the bucket where handlers put their answers.
+    ///
+    /// The clients do not retry by themselves: every call of a provider goes through
+    /// [`crate::retry::retry`], which sees each throttling answer (and tells the engine's
+    /// limits of it) instead of the SDK absorbing them.
     pub fn from_config(config: &SdkConfig, custom_bucket: Option<String>) -> Providers {
+        let config = &config
+            .to_builder()
+            .retry_config(aws_sdk_cloudcontrol::config::retry::RetryConfig::disabled())
+            .build();
         let mut registry = Registry::new();
         let ssm = aws_sdk_ssm::Client::new(config);
         let s3 = s3_client(config);
@@ -127,6 +144,17 @@ impl Providers {
 }
 
 impl Router for Providers {
+    fn services(&self, resource_type: &str) -> Vec<String> {
+        let service = service_of(resource_type);
+        let through_cloud_control =
+            !is_custom_type(resource_type) && self.registry.sdk_provider(resource_type).is_none();
+        if through_cloud_control {
+            vec![CLOUD_CONTROL.to_string(), service]
+        } else {
+            vec![service]
+        }
+    }
+
     fn route(
         &self,
         resource_type: &str,

@@ -118,6 +118,18 @@ pub(super) fn throttle_answer(head: &RequestHead) -> Vec<u8> {
     )
 }
 
+/// `response` with one more header line (`name: value`), after its status line.
+pub(super) fn with_header(response: Vec<u8>, line: &str) -> Vec<u8> {
+    let Some(end) = response.windows(2).position(|w| w == b"\r\n") else {
+        return response;
+    };
+    let mut out = response[..end + 2].to_vec();
+    out.extend_from_slice(line.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&response[end + 2..]);
+    out
+}
+
 /// A response with `status`, `content_type`, the `extra` header lines and `body` (none
 /// to a `HEAD`).
 pub(super) fn answer(

@@ -125,6 +125,8 @@ impl StackState {
             } => self.scrubbed(logical_id, paths, replaced),
             // The rewritten bodies are what the stream now holds: nothing more to apply.
             Event::EventsRewritten { .. } => {}
+            // A measure of the run, for people: nothing of the stack's state.
+            Event::Throttled { .. } => {}
             Event::LockTaken { holder } => self.lock = Some(holder.clone()),
             Event::LockReleased { .. } | Event::LockBroken { .. } => self.lock = None,
         }

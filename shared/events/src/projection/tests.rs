@@ -497,6 +497,21 @@ fn samples() -> Vec<Event> {
         Event::LockTaken {
             holder: holder.clone(),
         },
+        Event::Throttled {
+            deploy_id: "d1".into(),
+            services: vec![
+                crate::event::ServiceThrottling {
+                    service: "sqs".into(),
+                    retries: 3,
+                    lowest_limit: Some(16),
+                },
+                crate::event::ServiceThrottling {
+                    service: "ssm".into(),
+                    retries: 1,
+                    lowest_limit: None,
+                },
+            ],
+        },
         Event::LockReleased {
             deploy_id: "d1".into(),
         },

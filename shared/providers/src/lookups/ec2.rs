@@ -274,7 +274,7 @@ fn parse_describe_availability_zones(status: u16, body: &str) -> Result<Vec<Stri
 fn answer_error(status: u16, body: &str, message: String) -> ProviderError {
     let code = xml_error(&xml::children(body)).map(|(code, _)| code);
     match ProviderError::classify(code.as_deref(), &message, Some(status)) {
-        ProviderError::Throttled(_) => ProviderError::Throttled(message),
+        ProviderError::Throttled(..) => ProviderError::Throttled(message, None),
         ProviderError::Transient(_) => ProviderError::Transient(message),
         _ => ProviderError::Other(message),
     }
