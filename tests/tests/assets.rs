@@ -603,13 +603,14 @@ async fn the_corpus_assets_are_published_once() {
         for stack in load_path(&corpus.join(case)).expect("case") {
             let manifest =
                 load_asset_manifest(stack.assets.as_ref().expect("assets")).expect("manifest");
-            let jobs: Vec<_> = file_jobs(&manifest, &at, None, std::slice::from_ref(&stack.file))
-                .into_iter()
-                .map(|mut j| {
-                    j.bucket = bucket.clone();
-                    j
-                })
-                .collect();
+            let jobs: Vec<_> =
+                file_jobs(&manifest, &at, None, std::slice::from_ref(&stack.file), &[])
+                    .into_iter()
+                    .map(|mut j| {
+                        j.bucket = bucket.clone();
+                        j
+                    })
+                    .collect();
             assert!(!jobs.is_empty(), "{case}");
             let quiet = std::sync::Arc::new(|_: &_, _: &_| {});
             let first = publish_files(&config, jobs.clone(), 8, quiet.clone())
@@ -630,4 +631,45 @@ async fn the_corpus_assets_are_published_once() {
     }
     eprintln!("corpus assets: {files} file(s), {bytes} bytes, {seconds:.3} s");
     assert!(files >= 6);
+}
+
+/// Nested stack templates are published where their bucket exists; stackflow reads them
+/// from the assembly, so a region with no bootstrap bucket still goes on to deploy the
+/// stack. (Whether the corpus case then deploys on the emulator is the corpus suite's
+/// concern: here the deploy must only start.)
+#[tokio::test(flavor = "multi_thread")]
+async fn nested_stack_templates_need_no_bucket() {
+    let emulator = Emulator::shared().await;
+    let region = "ca-central-1";
+    let (session, proxy) = recorded(emulator, "nested").await;
+    let out = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/corpus/nested-stack")
+        .display()
+        .to_string();
+    let deploy = session.cli.run(&["deploy", &out, "--region", region]);
+    assert!(
+        deploy
+            .stderr
+            .contains("note: 2 nested stack template(s) of NestedParentStack not published"),
+        "{}",
+        deploy.describe()
+    );
+    assert!(
+        deploy
+            .stderr
+            .contains("deploy NestedParentStack: 4 actions"),
+        "{}",
+        deploy.describe()
+    );
+    assert_eq!(puts(&proxy.log()), 2, "tried, and refused: no such bucket");
+    session.run(
+        &[
+            "destroy",
+            "--stack",
+            "NestedParentStack",
+            "--region",
+            region,
+        ],
+        0,
+    );
 }

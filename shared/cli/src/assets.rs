@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use stackflow_core::assets::{
     AssetManifest, Placeholders, Retarget, load_asset_manifest, stackflow_bucket_name,
 };
-use stackflow_core::template::StackTemplate;
+use stackflow_core::template::{NestedTemplate, StackTemplate};
 use stackflow_providers::assets::bucket::{AssetStorage, asset_storage};
 use stackflow_providers::assets::container::{
     ImageJob, check_images, container_cli_here, image_jobs, publish_images,
@@ -29,6 +29,9 @@ pub struct Assets {
     manifests: IndexMap<String, AssetManifest>,
     /// Stack name to its own template file (never published: stackflow reads it).
     templates: IndexMap<String, PathBuf>,
+    /// Stack name to its nested stacks' template files (published where the bucket
+    /// exists; stackflow reads them from the assembly).
+    nested: IndexMap<String, Vec<PathBuf>>,
     /// Set when the region keeps assets in stackflow's bucket.
     retarget: Option<Retarget>,
     container_cli: Option<String>,
@@ -71,11 +74,13 @@ impl Assets {
     ) -> anyhow::Result<Assets> {
         let mut manifests = IndexMap::new();
         let mut templates = IndexMap::new();
+        let mut nested = IndexMap::new();
         for s in stacks {
             if let Some(file) = &s.assets {
                 let m = load_asset_manifest(file)?;
                 manifests.insert(s.name.clone(), m);
                 templates.insert(s.name.clone(), s.file.clone());
+                nested.insert(s.name.clone(), nested_files(&s.nested));
             }
         }
         let has_assets = manifests
@@ -86,6 +91,7 @@ impl Assets {
             at: None,
             manifests,
             templates,
+            nested,
             retarget: None,
             container_cli: container_cli_here(),
         };
@@ -174,7 +180,8 @@ impl Assets {
                 .map_err(anyhow::Error::msg)?;
         }
         let skip: Vec<PathBuf> = self.templates.get(name).cloned().into_iter().collect();
-        let jobs = file_jobs(manifest, at, self.retarget.as_ref(), &skip);
+        let optional = self.nested.get(name).cloned().unwrap_or_default();
+        let jobs = file_jobs(manifest, at, self.retarget.as_ref(), &skip, &optional);
         if jobs.is_empty() {
             return Ok(());
         }
@@ -189,8 +196,28 @@ impl Assets {
             report.already_there,
             report.seconds
         );
+        if report.no_bucket > 0 {
+            eprintln!(
+                "note: {} nested stack template(s) of {name} not published: their bucket does \
+                 not exist (stackflow reads them from the assembly; `cdk bootstrap` or \
+                 `stackflow bootstrap` makes one)",
+                report.no_bucket
+            );
+        }
         Ok(())
     }
+}
+
+/// The template files of nested stacks, at every depth.
+fn nested_files(nested: &IndexMap<String, NestedTemplate>) -> Vec<PathBuf> {
+    nested
+        .values()
+        .flat_map(|n| {
+            let mut files = vec![n.file.clone()];
+            files.extend(nested_files(&n.nested));
+            files
+        })
+        .collect()
 }
 
 fn print_each() -> OnPublished {

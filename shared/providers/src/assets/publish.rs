@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use aws_sdk_s3::error::ProvideErrorMetadata as _;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_types::SdkConfig;
 use stackflow_core::assets::{AssetManifest, Packaging, Placeholders, Retarget};
@@ -37,17 +38,22 @@ pub struct FileJob {
     pub key: String,
     /// The bucket's region.
     pub region: String,
+    /// False for an object nothing deployed reads from S3 (a nested stack's template:
+    /// stackflow reads it from the assembly): it is skipped when its bucket is missing.
+    pub required: bool,
 }
 
 /// The objects of `manifest`'s file assets, placeholders substituted for `at` (each
 /// destination in its own region when it names one), in stackflow's bucket when
 /// `retarget` says so. `skip` leaves out sources that need no publishing (the stack's
-/// own template: stackflow reads it from the assembly). One job per bucket and key.
+/// own template: stackflow reads it from the assembly); `optional` sources are published
+/// only where their bucket exists (nested stack templates). One job per bucket and key.
 pub fn file_jobs(
     manifest: &AssetManifest,
     at: &Placeholders,
     retarget: Option<&Retarget>,
     skip: &[PathBuf],
+    optional: &[PathBuf],
 ) -> Vec<FileJob> {
     let mut jobs: BTreeMap<(String, String), FileJob> = BTreeMap::new();
     for f in manifest.files.iter().filter(|f| !skip.contains(&f.path)) {
@@ -61,6 +67,7 @@ pub fn file_jobs(
                 bucket: here.substitute(&d.bucket_name),
                 key: here.substitute(&d.object_key),
                 region: here.region.clone(),
+                required: !optional.contains(&f.path),
             };
             jobs.entry((job.bucket.clone(), job.key.clone()))
                 .or_insert(job);
@@ -76,6 +83,8 @@ pub enum Published {
     Uploaded(u64),
     /// Already there: nothing sent.
     AlreadyThere,
+    /// Not published: an optional object whose bucket does not exist.
+    NoBucket,
 }
 
 /// Told about each object as it is done, from several tasks at once.
@@ -90,6 +99,8 @@ pub struct PublishReport {
     pub uploaded: usize,
     /// Objects already there.
     pub already_there: usize,
+    /// Optional objects left out: their bucket does not exist.
+    pub no_bucket: usize,
     /// Bytes uploaded.
     pub bytes: u64,
     /// Wall time, in seconds.
@@ -156,6 +167,7 @@ pub async fn publish_files(
                 report.bytes += bytes;
             }
             Ok(Ok(Published::AlreadyThere)) => report.already_there += 1,
+            Ok(Ok(Published::NoBucket)) => report.no_bucket += 1,
             Ok(Err(e)) => {
                 failure.get_or_insert(e);
             }
@@ -212,15 +224,19 @@ async fn publish_one(s3: &aws_sdk_s3::Client, job: &FileJob) -> Result<Published
             (body, len, content_type(&job.key))
         }
     };
-    s3.put_object()
+    let sent = s3
+        .put_object()
         .bucket(&job.bucket)
         .key(&job.key)
         .content_type(content_type)
         .body(body)
         .send()
-        .await
-        .map_err(|e| PublishError::new(job, upload_failure(&e)))?;
-    Ok(Published::Uploaded(len))
+        .await;
+    match sent {
+        Ok(_) => Ok(Published::Uploaded(len)),
+        Err(e) if !job.required && e.code() == Some("NoSuchBucket") => Ok(Published::NoBucket),
+        Err(e) => Err(PublishError::new(job, upload_failure(&e))),
+    }
 }
 
 /// True when the object is already there (content-addressed: same key, same content).
@@ -249,7 +265,6 @@ where
     E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    use aws_sdk_s3::error::ProvideErrorMetadata as _;
     if e.code() == Some("NoSuchBucket") {
         return "the bucket does not exist: run `cdk bootstrap`, or `stackflow bootstrap` to \
                 keep assets in stackflow's own bucket"
@@ -304,7 +319,7 @@ mod tests {
 
     #[test]
     fn jobs_substitute_placeholders_per_region_and_are_one_per_object() {
-        let jobs = file_jobs(&manifest(), &at(), None, &[]);
+        let jobs = file_jobs(&manifest(), &at(), None, &[], &[]);
         let objects: Vec<(String, String)> = jobs
             .iter()
             .map(|j| (j.bucket.clone(), j.key.clone()))
@@ -330,6 +345,11 @@ mod tests {
         assert_eq!(jobs[0].asset, "Fn/Code");
         assert_eq!(jobs[0].packaging, Packaging::ZipDirectory);
         assert_eq!(jobs[0].source, PathBuf::from("/out/asset.abc"));
+        assert!(jobs.iter().all(|j| j.required));
+        let optional = [PathBuf::from("/out/Stack.template.json")];
+        let jobs = file_jobs(&manifest(), &at(), None, &[], &optional);
+        let required: Vec<bool> = jobs.iter().map(|j| j.required).collect();
+        assert_eq!(required, [true, true, false]);
     }
 
     #[test]
@@ -337,7 +357,7 @@ mod tests {
         let m = manifest();
         let skip = [PathBuf::from("/out/Stack.template.json")];
         let r = Retarget::for_manifests([&m], &at());
-        let jobs = file_jobs(&m, &at(), Some(&r), &skip);
+        let jobs = file_jobs(&m, &at(), Some(&r), &skip, &[]);
         let objects: Vec<(&str, &str)> = jobs
             .iter()
             .map(|j| (j.bucket.as_str(), j.key.as_str()))
