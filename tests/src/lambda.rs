@@ -108,7 +108,20 @@ pub fn engine_bootstrap_zip() -> &'static [u8] {
     static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
     ZIP.get_or_init(|| {
         let binary = build_engine_bootstrap();
-        let bytes = std::fs::read(&binary).expect("the built bootstrap");
+        // Without its debug information where `strip` exists (118 MB to 69 MB): every
+        // function of the rig holds the zip, and every instance of it a copy.
+        let stripped = std::env::temp_dir().join(unique_name("bootstrap"));
+        let strip = Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&binary)
+            .status();
+        let source = match strip {
+            Ok(s) if s.success() => stripped.clone(),
+            _ => binary,
+        };
+        let bytes = std::fs::read(&source).expect("the built bootstrap");
+        let _ = std::fs::remove_file(&stripped);
         zip_files(&[("bootstrap", &bytes)])
     })
 }

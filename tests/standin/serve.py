@@ -6,6 +6,7 @@ process. Started detached by `container.py start`; argument: the container's dir
 import http.server
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -269,6 +270,7 @@ def watchdog(root, config, function):
         time.sleep(0.5)
         if not os.path.isdir(root) or not owner_alive(config):
             function.kill()
+            shutil.rmtree(root, ignore_errors=True)
             os._exit(0)
 
 

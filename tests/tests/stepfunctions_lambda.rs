@@ -1,0 +1,322 @@
+//! The state machines of `infra/` in their production form: every task a Lambda function
+//! (`definitions::render` with `Target::Lambda`), each running the engine's real
+//! bootstrap (`functions/bootstrap`, built for this host, `provided.al2023`) through the
+//! emulator's container stand-in, on a DynamoDB event store and the engine's bucket
+//! (`STACKFLOW_TABLE`, `STACKFLOW_BUCKET`). The same scenarios as the activity path
+//! (`stepfunctions.rs`): a deploy, a deploy with no change, a failing deploy rolled back,
+//! and a destroy. Prints the time per resource of the Lambda path.
+
+mod sfn;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_lambda::types::Runtime;
+use aws_sdk_sfn::types::ExecutionStatus;
+use serde_json::{Value, json};
+use stackflow_engine::definitions::{self, Target};
+use stackflow_engine::env::{BUCKET, CFN_FALLBACK, TABLE};
+use stackflow_engine::stack::StackInput;
+use stackflow_engine::tasks::{DeployRequest, StackRequest, TASK_NAMES};
+use stackflow_events::dynamo::DynamoStore;
+use stackflow_events::{Event, EventStore, StreamId, load_state};
+use stackflow_tests::deploy::dynamo_store;
+use stackflow_tests::lambda::{FunctionSpec, create_function, engine_bootstrap_zip};
+use stackflow_tests::{Emulator, unique_name};
+
+use sfn::{input, template};
+
+struct LambdaRig {
+    sfn: aws_sdk_sfn::Client,
+    s3: aws_sdk_s3::Client,
+    sqs: aws_sdk_sqs::Client,
+    bucket: String,
+    store: Arc<DynamoStore>,
+    machines: BTreeMap<&'static str, String>,
+}
+
+async fn lambda_rig() -> LambdaRig {
+    let emu = Emulator::shared().await;
+    let config = emu.sdk_config().await;
+    let (table, bucket, store) = dynamo_store(emu).await;
+    let zip = tokio::task::spawn_blocking(engine_bootstrap_zip)
+        .await
+        .unwrap();
+    let lambda = aws_sdk_lambda::Client::new(&config);
+    let prefix = unique_name("sfl");
+    let mut functions = BTreeMap::new();
+    for task in TASK_NAMES {
+        let name = format!("{prefix}-{task}");
+        let spec = FunctionSpec {
+            name: &name,
+            runtime: Runtime::Providedal2023,
+            handler: task,
+            zip: zip.to_vec(),
+            timeout: 900,
+            env: vec![
+                (TABLE.into(), table.clone()),
+                (BUCKET.into(), bucket.clone()),
+                (CFN_FALLBACK.into(), "false".into()),
+            ],
+        };
+        functions.insert(task.to_string(), create_function(&lambda, spec).await);
+    }
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let mut machines = BTreeMap::new();
+    for (name, def) in definitions::ALL {
+        let text = definitions::render(def, &Target::Lambda(functions.clone())).unwrap();
+        let arn = sfn
+            .create_state_machine()
+            .name(format!("{prefix}-{name}"))
+            .definition(text)
+            .role_arn("arn:aws:iam::123456789012:role/stackflow-engine")
+            .send()
+            .await
+            .unwrap()
+            .state_machine_arn;
+        machines.insert(*name, arn);
+    }
+    LambdaRig {
+        sfn,
+        s3: emu.s3().await,
+        sqs: aws_sdk_sqs::Client::new(&config),
+        bucket,
+        store,
+        machines,
+    }
+}
+
+impl LambdaRig {
+    /// Starts `machine` and waits for its end: status, error and cause (with the history's
+    /// task failures), and how long it took.
+    async fn run(
+        &self,
+        machine: &str,
+        execution_input: Value,
+    ) -> (ExecutionStatus, String, Duration) {
+        let started = Instant::now();
+        let arn = self
+            .sfn
+            .start_execution()
+            .state_machine_arn(&self.machines[machine])
+            .name(unique_name("x"))
+            .input(execution_input.to_string())
+            .send()
+            .await
+            .unwrap()
+            .execution_arn;
+        for _ in 0..3000 {
+            let d = self
+                .sfn
+                .describe_execution()
+                .execution_arn(&arn)
+                .send()
+                .await
+                .unwrap();
+            if d.status != ExecutionStatus::Running {
+                let mut error = format!("{:?}: {:?}", d.error, d.cause);
+                let history = self
+                    .sfn
+                    .get_execution_history()
+                    .execution_arn(&arn)
+                    .max_results(1000)
+                    .send()
+                    .await
+                    .unwrap();
+                for e in history.events() {
+                    if let Some(f) = e.lambda_function_failed_event_details() {
+                        error.push_str(&format!("\n{:?} {:?}", f.error(), f.cause()));
+                    }
+                    if let Some(f) = e.task_failed_event_details() {
+                        error.push_str(&format!("\n{:?} {:?}", f.error(), f.cause()));
+                    }
+                }
+                return (d.status, error, started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("execution {arn} did not end in 5 minutes");
+    }
+
+    async fn deploy(&self, stack: &StackInput) -> (ExecutionStatus, String, Duration) {
+        let key = format!("inputs/{}/{}.json", stack.name, unique_name("in"));
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(&key)
+            .body(serde_json::to_vec(stack).unwrap().into())
+            .send()
+            .await
+            .unwrap();
+        let request = DeployRequest {
+            stack: stack.name.clone(),
+            input_key: key,
+            no_rollback: false,
+            concurrency: 10,
+            deploy_id: None,
+            allow_stateful_replacement: false,
+        };
+        self.run("deploy", serde_json::to_value(request).unwrap())
+            .await
+    }
+
+    async fn destroy(&self, stack: &str) -> (ExecutionStatus, String, Duration) {
+        let request = StackRequest {
+            stack: stack.into(),
+        };
+        self.run("destroy", serde_json::to_value(request).unwrap())
+            .await
+    }
+
+    async fn queue_exists(&self, url: &str) -> bool {
+        self.sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .send()
+            .await
+            .is_ok()
+    }
+
+    async fn events(&self, stream: &StreamId) -> Vec<Event> {
+        let read = self.store.read(stream, 0).await.unwrap();
+        read.into_iter().map(|e| e.event).collect()
+    }
+}
+
+fn per_resource(d: Duration, n: usize) -> String {
+    format!(
+        "{:.2} s for {n} ({:.2} s per resource)",
+        d.as_secs_f64(),
+        d.as_secs_f64() / n as f64
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deploy_failing_deploy_and_destroy_run_as_lambda_executions() {
+    let rig = lambda_rig().await;
+    let stack = unique_name("SfnLambda");
+    let v1 = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+            "C": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "B"}}},
+            "D": {"Type": "AWS::SQS::Queue"},
+            "E": {"Type": "AWS::SNS::Topic"}
+        },
+        "Outputs": {"QueueUrl": {"Value": {"Ref": "A"}}}
+    }));
+    let (status, error, took) = rig.deploy(&input(&stack, v1.clone())).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!(
+        "lambda path, deploy: {} (cold functions)",
+        per_resource(took, 5)
+    );
+    let stream = StreamId::new("us-east-1", &stack);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 5);
+    assert!(state.lock.is_none(), "the lock is released");
+    let queue = state.outputs["QueueUrl"].as_str().unwrap().to_string();
+    assert!(rig.queue_exists(&queue).await);
+    assert_eq!(
+        state.resources["C"].properties["Value"],
+        json!(state.resources["B"].physical_id)
+    );
+
+    // The same template again: no changes, nothing appended.
+    let (status, error, took) = rig.deploy(&input(&stack, v1)).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!("lambda path, no-change deploy: {:.2} s", took.as_secs_f64());
+    assert_eq!(
+        load_state(rig.store.as_ref(), &stream).await.unwrap().seq,
+        state.seq
+    );
+
+    // A failing deploy: F is created, then G fails; the rollback deletes F.
+    let v2 = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+            "C": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "B"}}},
+            "D": {"Type": "AWS::SQS::Queue"},
+            "E": {"Type": "AWS::SNS::Topic"},
+            "F": {"Type": "AWS::SQS::Queue"},
+            "G": {"Type": "AWS::SQS::Queue", "DependsOn": "F", "Properties": {"VisibilityTimeout": 999999}}
+        }
+    }));
+    let (status, error, took) = rig.deploy(&input(&stack, v2)).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    eprintln!(
+        "lambda path, failing deploy and rollback: {:.2} s",
+        took.as_secs_f64()
+    );
+    let after = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(after.resources.len(), 5, "F was rolled back");
+    assert!(after.lock.is_none());
+    let f_created = rig
+        .events(&stream)
+        .await
+        .into_iter()
+        .find_map(|e| match e {
+            Event::ResourceCreated { resource, .. } if resource.logical_id == "F" => {
+                Some(resource.physical_id)
+            }
+            _ => None,
+        })
+        .expect("F was created before G failed");
+    assert!(!rig.queue_exists(&f_created).await, "F is gone from AWS");
+
+    let (status, error, took) = rig.destroy(&stack).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!("lambda path, destroy: {}", per_resource(took, 5));
+    let gone = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(gone.resources.is_empty());
+    assert!(gone.lock.is_none());
+    assert!(!rig.queue_exists(&queue).await);
+}
+
+/// Time per resource on a wider stack, 20 queues and a chain of 10 parameters, deployed
+/// and destroyed twice: first with every function cold (a new instance per concurrent
+/// call, each one's bootstrap started), then again under another name with the instances
+/// warm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn time_per_resource_of_the_lambda_path() {
+    let rig = lambda_rig().await;
+    let mut resources = serde_json::Map::new();
+    for i in 0..20 {
+        resources.insert(format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"}));
+    }
+    for i in 0..10 {
+        let value = if i == 0 {
+            json!("start")
+        } else {
+            json!({"Ref": format!("P{}", i - 1)})
+        };
+        resources.insert(
+            format!("P{i}"),
+            json!({"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": value}}),
+        );
+    }
+    let t = template(json!({ "Resources": resources }));
+    for round in ["cold", "warm"] {
+        let stack = unique_name("SfnLambdaWide");
+        let (status, error, took) = rig.deploy(&input(&stack, t.clone())).await;
+        assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+        eprintln!(
+            "lambda path ({round}), deploy of 30 (20 queues and a chain of 10): {}",
+            per_resource(took, 30)
+        );
+        let stream = StreamId::new("us-east-1", &stack);
+        let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+        assert_eq!(state.resources.len(), 30);
+        let (status, error, took) = rig.destroy(&stack).await;
+        assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+        eprintln!(
+            "lambda path ({round}), destroy of 30: {}",
+            per_resource(took, 30)
+        );
+        let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+        assert!(state.resources.is_empty());
+    }
+}
