@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use stackflow_core::assets::stackflow_bucket_name;
 use stackflow_core::intrinsics::{BoundParameters, Pseudo};
 use stackflow_core::secrets::DigestKey;
 use stackflow_core::template::StackTemplate;
@@ -11,6 +12,8 @@ use stackflow_engine::digest::local_key;
 use stackflow_engine::sfn::digest::bucket_key;
 use stackflow_engine::stack::StackInput;
 use stackflow_events::StreamId;
+use stackflow_providers::assets::bucket::ensure_bucket;
+use stackflow_providers::custom::{CustomResourceProvider, FirstUse};
 use stackflow_providers::lookups::AwsLookups;
 use stackflow_providers::router::Providers;
 use tokio::sync::watch;
@@ -92,7 +95,6 @@ pub async fn setup_with(
         Some(s) => s,
         None => Store::open(&global.store, &config, global.store_bucket.clone())?,
     };
-    let providers = Arc::new(Providers::from_config(&config, global.store_bucket.clone()));
     let lookups = Arc::new(AwsLookups::new(&config));
     let account_id = match account.await {
         Ok(id) => Some(id),
@@ -103,6 +105,7 @@ pub async fn setup_with(
             None
         }
     };
+    let providers = Arc::new(providers(global, &config, &region, account_id.as_deref()));
     let engine = Arc::new(Engine {
         store: Arc::new(store),
         providers,
@@ -120,6 +123,49 @@ pub async fn setup_with(
         region,
         account_id,
     })
+}
+
+/// Every provider. Custom resource handlers answer in `--store-bucket` when given, else in
+/// stackflow's own bucket of this account and region (`stackflow-<account>-<region>`, the
+/// one `stackflow bootstrap` makes), which the first custom resource request makes when
+/// it does not exist yet (encrypted, public access blocked, answers expiring after a
+/// day), saying so in one line.
+fn providers(
+    global: &GlobalArgs,
+    config: &aws_types::SdkConfig,
+    region: &str,
+    account: Option<&str>,
+) -> Providers {
+    let mut providers = Providers::from_config(config, global.store_bucket.clone());
+    if global.store_bucket.is_some() {
+        return providers;
+    }
+    let Some(account) = account else {
+        return providers;
+    };
+    let bucket = stackflow_bucket_name(account, region);
+    let s3 = stackflow_providers::aws::s3_client(config);
+    let (name, place) = (bucket.clone(), region.to_string());
+    let hook: FirstUse = Arc::new(move || {
+        let (s3, name, place) = (s3.clone(), name.clone(), place.clone());
+        Box::pin(async move {
+            let report = ensure_bucket(&s3, &name, &place, None).await?;
+            if report.created {
+                eprintln!(
+                    "created s3://{name}, stackflow's bucket in this account and region \
+                     (encrypted, public access blocked, answers expiring after a day): custom \
+                     resource handlers answer there (stackflow bootstrap makes it ahead of time)"
+                );
+            } else if !report.changed.is_empty() {
+                eprintln!("s3://{name}: set {}", report.changed.join("; "));
+            }
+            Ok(())
+        })
+    });
+    providers.custom = Some(Arc::new(
+        CustomResourceProvider::from_config(config, bucket).with_first_use(hook),
+    ));
+    providers
 }
 
 /// The store's digest key (see `stackflow_engine::digest`): beside a local store, in the

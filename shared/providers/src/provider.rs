@@ -138,6 +138,12 @@ pub enum Deleted {
         /// Why, for the deploy's report.
         reason: String,
     },
+    /// Nothing can delete the resource any more (a custom resource whose handler is
+    /// gone): it leaves the stack as if retained, with why.
+    Abandoned {
+        /// Why, for the deploy's report (a warning).
+        reason: String,
+    },
 }
 
 impl Deleted {

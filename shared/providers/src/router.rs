@@ -176,7 +176,7 @@ impl Router for Providers {
                     kind: ProviderKind::Custom,
                 }),
                 None => Err(format!(
-                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
+                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: stackflow's own (stackflow-<account>-<region>) when the AWS account is known, else pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
                 )),
             },
             None => Err(format!(
@@ -199,7 +199,7 @@ impl Router for Providers {
             ProviderKind::CloudControl => Ok(self.cloud_control.clone()),
             ProviderKind::Custom => self.custom.clone().ok_or_else(|| {
                 format!(
-                    "{resource_type} is a custom resource: pass --store-bucket NAME (or set STACKFLOW_BUCKET) so that its handler can answer"
+                    "{resource_type} is a custom resource: its handler answers in stackflow's own bucket (stackflow-<account>-<region>) when the AWS account is known; else pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
                 )
             }),
             ProviderKind::NestedStack => Err("a nested stack has no provider".into()),

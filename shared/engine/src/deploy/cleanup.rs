@@ -210,8 +210,15 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
             Ok(Ok(Done::Deleted))
         }
         Ok(Deleted::Skipped { reason }) => {
+            let reason = masker.text(&reason);
             step.skipped(Phase::Skipped, &reason).await?;
             Ok(Ok(Done::Skipped(reason)))
+        }
+        Ok(Deleted::Abandoned { reason }) => {
+            let reason = masker.text(&reason);
+            step.retained(resource.physical_id.clone(), reason.clone(), replaced)
+                .await?;
+            Ok(Ok(Done::Retained(reason)))
         }
         Err(error) => Ok(Err(step.failed(Phase::Failed, error).await?)),
     }

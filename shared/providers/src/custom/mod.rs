@@ -7,13 +7,17 @@
 //!    `StackId`, `RequestId`, `ResourceType`, `LogicalResourceId`, `ResourceProperties`
 //!    (with `ServiceToken`), `OldResourceProperties` (update) and `PhysicalResourceId`
 //!    (update, delete);
-//! 2. sends it to the `ServiceToken`: a Lambda function ARN is invoked asynchronously
-//!    (`Invoke`, `InvocationType=Event`), an SNS topic ARN gets the request's JSON
-//!    published (`Publish`);
+//! 2. sends it to the `ServiceToken`: a Lambda function ARN is invoked synchronously
+//!    (`Invoke`, `InvocationType=RequestResponse`, `LogType=Tail`), an SNS topic ARN gets
+//!    the request's JSON published (`Publish`);
 //! 3. waits for the handler's answer: the `ResponseURL` is a presigned S3 `PUT` URL for
 //!    an object in a bucket the engine owns (key `{prefix}{RequestId}`), which the
-//!    provider polls with `GetObject` (a missing object means "not yet") with a growing
-//!    delay ([`PollPolicy`]) up to the resource timeout;
+//!    provider reads once the handler returned, then polls with `GetObject` (a missing
+//!    object means "not yet") with a growing delay ([`PollPolicy`]) up to the resource
+//!    timeout: a handler may return before it answers (the CDK provider framework answers
+//!    from its waiter state machine). A handler that failed (`FunctionError`) and has not
+//!    answered never will: the resource fails at once with the handler's error and the
+//!    end of its log ([`invocation`]), the `ResponseURL`'s signature masked;
 //! 4. reads the response ([`parse_response`]): `SUCCESS` gives the physical id and the
 //!    `Data` keys as `Fn::GetAtt` attributes; `FAILED` fails the resource with the
 //!    handler's `Reason`.
@@ -55,12 +59,23 @@
 //!   `Fn::GetAtt` read `Data` during the deploy and records every value masked.
 //!   Attributes are never logged by the provider.
 //! - Response objects are not deleted after they are read (a retry needs them). Give the
-//!   bucket a lifecycle rule that expires them (they may hold secret `Data`).
+//!   bucket a lifecycle rule that expires them (they may hold secret `Data`): stackflow's
+//!   own bucket has one (`custom-resource-responses/` after a day, see
+//!   `crate::assets::bucket`), whether `stackflow bootstrap` made it or the first custom
+//!   resource did ([`CustomResourceProvider::with_first_use`]).
+//! - On delete, as the reference tool (cdkd) does: a `FAILED` answer leaves the resource
+//!   recorded and skipped ([`Deleted::Skipped`]: the run goes on, and ends partial), and
+//!   a handler that no longer exists (its function or topic is gone) lets the resource
+//!   leave the stack with a warning ([`Deleted::Abandoned`]: nothing can ever delete what
+//!   it manages). A handler that failed without answering fails the delete.
 //!
 //! The protocol itself (documents, identifiers, response parsing) is [`protocol`], pure and
 //! unit-tested; the AWS calls (Lambda `Invoke`, SNS `Publish`, the S3 response object) are
 //! in `transport`.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -70,16 +85,45 @@ use crate::error::ProviderError;
 use crate::provider::{Created, Deleted, Provider, ProviderFuture, ResourceRequest, Updated};
 use crate::retry::RetryPolicy;
 
+pub mod invocation;
 pub mod protocol;
 mod transport;
 
+use invocation::handler_failure;
 pub use protocol::{
     Arn, CustomResponse, Expected, MAX_RESPONSE_BYTES, MAX_SERVICE_TIMEOUT_SECS, RequestIds,
     RequestType, ServiceTarget, build_request, cloudformation_strings, default_physical_id,
     parse_response, request_id, service_timeout, service_token, stack_arn,
 };
 use protocol::{attributes, check_type, failure, random_request_id};
-use transport::Transport;
+use transport::{Delivery, Transport};
+
+/// What runs once, before the provider's first request: typically making sure the
+/// response bucket exists ([`CustomResourceProvider::with_first_use`]).
+pub type FirstUse =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// [`FirstUse`], run until it succeeds once.
+struct Once {
+    hook: FirstUse,
+    done: tokio::sync::OnceCell<()>,
+}
+
+impl std::fmt::Debug for Once {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FirstUse")
+            .field("done", &self.done.initialized())
+            .finish()
+    }
+}
+
+/// How a request ended.
+enum Outcome {
+    /// The handler answered (success or failure), under this `RequestId`.
+    Answered(CustomResponse, String),
+    /// The `ServiceToken` names a function or topic that does not exist.
+    Missing(String),
+}
 
 /// The default key prefix of the response objects.
 pub const DEFAULT_KEY_PREFIX: &str = "custom-resource-responses/";
@@ -91,6 +135,7 @@ pub struct CustomResourceProvider {
     key_prefix: String,
     stack_arn: Option<(String, String, String)>,
     poll: PollPolicy,
+    first_use: Option<Arc<Once>>,
 }
 
 impl CustomResourceProvider {
@@ -121,7 +166,29 @@ impl CustomResourceProvider {
                 max: Duration::from_secs(5),
                 timeout: Duration::from_secs(MAX_SERVICE_TIMEOUT_SECS),
             },
+            first_use: None,
         }
+    }
+
+    /// A provider on `config`'s clients (the S3 one path-style when an endpoint is set),
+    /// receiving the responses in `bucket`.
+    pub fn from_config(config: &aws_types::SdkConfig, bucket: impl Into<String>) -> Self {
+        CustomResourceProvider::new(
+            aws_sdk_lambda::Client::new(config),
+            aws_sdk_sns::Client::new(config),
+            crate::aws::s3_client(config),
+            bucket,
+        )
+    }
+
+    /// Runs `hook` before the first request (again on the next request while it fails):
+    /// the CLI makes stackflow's bucket there when it does not exist yet.
+    pub fn with_first_use(mut self, hook: FirstUse) -> Self {
+        self.first_use = Some(Arc::new(Once {
+            hook,
+            done: tokio::sync::OnceCell::new(),
+        }));
+        self
     }
 
     /// Replaces the key prefix of the response objects.
@@ -206,11 +273,13 @@ impl CustomResourceProvider {
         if kind != RequestType::Create {
             request.require_physical_id()?;
         }
-        let (response, request_id) = self.execute(request, kind).await?;
-        if !response.success {
-            return Err(failure(request, kind, &response));
+        match self.execute(request, kind).await? {
+            Outcome::Missing(m) => Err(ProviderError::InvalidRequest(m)),
+            Outcome::Answered(response, _) if !response.success => {
+                Err(failure(request, kind, &response))
+            }
+            Outcome::Answered(response, request_id) => Ok((response, request_id)),
         }
-        Ok((response, request_id))
     }
 
     /// The answer in `body` (read from `key`). A `NoEcho` answer's object is rewritten
@@ -239,14 +308,20 @@ impl CustomResourceProvider {
     }
 
     /// Runs one request through the protocol and returns the handler's answer (success or
-    /// failure alike) and the request's `RequestId`.
+    /// failure alike) and the request's `RequestId`, or that the handler does not exist.
     async fn execute(
         &self,
         request: &ResourceRequest,
         kind: RequestType,
-    ) -> Result<(CustomResponse, String), ProviderError> {
+    ) -> Result<Outcome, ProviderError> {
         let token = service_token(&request.properties)?;
         let target = ServiceTarget::parse(token)?;
+        if let Some(once) = &self.first_use {
+            once.done
+                .get_or_try_init(|| (once.hook)())
+                .await
+                .map_err(ProviderError::InvalidRequest)?;
+        }
         let request_id = if request.token.is_empty() {
             random_request_id()
         } else {
@@ -257,11 +332,12 @@ impl CustomResourceProvider {
             request_id: &request_id,
             logical_id: &request.logical_id,
         };
+        let answered = |response| Ok(Outcome::Answered(response, request_id.clone()));
 
         if !request.token.is_empty()
             && let Some(body) = self.transport.read_response(&key).await?
         {
-            return Ok((self.settle(&key, &body, &expected).await?, request_id));
+            return answered(self.settle(&key, &body, &expected).await?);
         }
 
         let timeout = self.timeout_for(request);
@@ -280,9 +356,36 @@ impl CustomResourceProvider {
                 response_url: &url,
             },
         )?;
-        self.transport.send(&target, &event).await?;
-
         let deadline = Instant::now() + timeout;
+        match self.transport.send(&target, &event, timeout).await? {
+            Delivery::Missing(m) => {
+                return Ok(Outcome::Missing(format!(
+                    "the ServiceToken {token} does not exist: {m}"
+                )));
+            }
+            Delivery::HandlerFailed {
+                function_error,
+                payload,
+                log,
+            } => {
+                // An answer written before the failure stands; otherwise none will come.
+                if let Some(body) = self.transport.read_response(&key).await? {
+                    return answered(self.settle(&key, &body, &expected).await?);
+                }
+                return Err(ProviderError::Other(format!(
+                    "{} ({}): {} for {} (RequestId {request_id}): {}",
+                    request.logical_id,
+                    request.resource_type,
+                    token,
+                    kind.as_str(),
+                    handler_failure(&function_error, &payload, &log, &url)
+                )));
+            }
+            Delivery::Sent | Delivery::Unknown(_) => {}
+        }
+        if let Some(body) = self.transport.read_response(&key).await? {
+            return answered(self.settle(&key, &body, &expected).await?);
+        }
         let mut delays = self.poll.delays();
         loop {
             let delay = delays.next().unwrap_or(self.poll.max);
@@ -296,7 +399,7 @@ impl CustomResourceProvider {
             }
             tokio::time::sleep(delay.min(deadline - now)).await;
             if let Some(body) = self.transport.read_response(&key).await? {
-                return Ok((self.settle(&key, &body, &expected).await?, request_id));
+                return answered(self.settle(&key, &body, &expected).await?);
             }
         }
     }
@@ -335,11 +438,31 @@ impl Provider for CustomResourceProvider {
         })
     }
 
-    /// Sends a `Delete`; a `FAILED` answer is an error (the resource is not forgotten).
+    /// Sends a `Delete`. As the reference tool does (see the module documentation), a
+    /// `FAILED` answer skips the resource (it stays recorded; the run goes on) and a
+    /// handler that no longer exists abandons it (it leaves the stack, with why).
     fn delete<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, Deleted> {
         Box::pin(async move {
-            self.answer(request, RequestType::Delete).await?;
-            Ok(Deleted::Done)
+            check_type(request)?;
+            request.require_physical_id()?;
+            Ok(match self.execute(request, RequestType::Delete).await? {
+                Outcome::Answered(response, _) if response.success => Deleted::Done,
+                Outcome::Answered(response, _) => Deleted::Skipped {
+                    reason: format!(
+                        "the custom resource handler reported FAILED for Delete: {}; it did \
+                         not delete, so what it manages is left in place and the resource \
+                         stays recorded (delete what it manages by hand, then destroy again)",
+                        response.reason.as_deref().unwrap_or("(no Reason given)")
+                    ),
+                },
+                Outcome::Missing(m) => Deleted::Abandoned {
+                    reason: format!(
+                        "{m}: no handler can delete what this custom resource manages; it \
+                         leaves the stack, and anything it made is still there (check for \
+                         leftovers)"
+                    ),
+                },
+            })
         })
     }
 

@@ -1,14 +1,19 @@
 //! The custom resource protocol's AWS calls: sending a request to its handler (Lambda
-//! `Invoke` or SNS `Publish`) and the response object in S3 (the presigned `ResponseURL`,
+//! `Invoke`, synchronous, or SNS `Publish`) and the response object in S3 (the presigned `ResponseURL`,
 //! `GetObject`).
 
 use std::time::Duration;
 
+use aws_sdk_lambda::error::SdkError;
 use aws_sdk_lambda::primitives::Blob;
-use aws_sdk_lambda::types::InvocationType;
+use aws_sdk_lambda::types::{InvocationType, LogType};
 use aws_sdk_s3::presigning::PresigningConfig;
 use serde_json::Value;
 
+use aws_sdk_lambda::config::retry::RetryConfig;
+use aws_sdk_lambda::config::timeout::TimeoutConfig;
+
+use super::invocation::log_tail;
 use super::protocol::ServiceTarget;
 use crate::error::ProviderError;
 use crate::retry::{RetryPolicy, retry};
@@ -115,29 +120,22 @@ impl Transport {
         Ok(presigned.uri().to_string())
     }
 
-    /// Sends `event` to `target`.
-    pub async fn send(&self, target: &ServiceTarget, event: &Value) -> Result<(), ProviderError> {
+    /// Sends `event` to `target`: a Lambda function is invoked synchronously
+    /// (`RequestResponse`, `LogType=Tail`, for up to `timeout`), an SNS topic gets it
+    /// published. What happened, as far as the call can tell.
+    pub async fn send(
+        &self,
+        target: &ServiceTarget,
+        event: &Value,
+        timeout: Duration,
+    ) -> Result<Delivery, ProviderError> {
         let body = event.to_string();
         let arn = target.arn();
-        let result = match target {
-            ServiceTarget::Lambda(_) => {
-                let client = in_region!(self.lambda, aws_sdk_lambda, arn.region.as_str());
-                retry(&self.retry, "Invoke", || async {
-                    client
-                        .invoke()
-                        .function_name(&arn.text)
-                        .invocation_type(InvocationType::Event)
-                        .payload(Blob::new(body.as_bytes()))
-                        .send()
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| ProviderError::from_sdk("Invoke", e))
-                })
-                .await
-            }
+        match target {
+            ServiceTarget::Lambda(_) => self.invoke(&arn.text, &arn.region, body, timeout).await,
             ServiceTarget::Sns(_) => {
                 let client = in_region!(self.sns, aws_sdk_sns, arn.region.as_str());
-                retry(&self.retry, "Publish", || async {
+                let published = retry(&self.retry, "Publish", || async {
                     client
                         .publish()
                         .topic_arn(&arn.text)
@@ -147,16 +145,108 @@ impl Transport {
                         .map(|_| ())
                         .map_err(|e| ProviderError::from_sdk("Publish", e))
                 })
-                .await
+                .await;
+                match published {
+                    Ok(()) => Ok(Delivery::Sent),
+                    Err(ProviderError::NotFound(m)) => Ok(Delivery::Missing(m)),
+                    Err(e) => Err(e),
+                }
             }
-        };
-        result.map_err(|e| match e {
-            // A missing handler is not a missing resource (a delete must not "succeed").
-            ProviderError::NotFound(m) => ProviderError::InvalidRequest(format!(
-                "the ServiceToken {} does not exist: {m}",
-                arn.text
-            )),
-            other => other,
-        })
+        }
     }
+
+    /// `Invoke` with `RequestResponse`. Retried only where the handler cannot have run
+    /// (throttled, or the request never sent); a call whose answer is lost is
+    /// [`Delivery::Unknown`], never sent again (the handler may be running).
+    async fn invoke(
+        &self,
+        function: &str,
+        region: &str,
+        body: String,
+        timeout: Duration,
+    ) -> Result<Delivery, ProviderError> {
+        let client = in_region!(self.lambda, aws_sdk_lambda, region);
+        // A handler may run up to Lambda's 15 minutes: the call waits that long, once.
+        let wait = timeout.min(Duration::from_secs(900)) + Duration::from_secs(60);
+        let overrides = aws_sdk_lambda::config::Builder::default()
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .operation_timeout(wait)
+                    .operation_attempt_timeout(wait)
+                    .read_timeout(wait)
+                    .build(),
+            )
+            .retry_config(RetryConfig::disabled());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let answer = client
+                .invoke()
+                .function_name(function)
+                .invocation_type(InvocationType::RequestResponse)
+                .log_type(LogType::Tail)
+                .payload(Blob::new(body.as_bytes()))
+                .customize()
+                .config_override(overrides.clone())
+                .send()
+                .await;
+            let error = match answer {
+                Ok(out) => {
+                    return Ok(match out.function_error() {
+                        None => Delivery::Sent,
+                        Some(kind) => Delivery::HandlerFailed {
+                            function_error: kind.to_string(),
+                            payload: out
+                                .payload()
+                                .map(|p| p.as_ref().to_vec())
+                                .unwrap_or_default(),
+                            log: out.log_result().map(log_tail).unwrap_or_default(),
+                        },
+                    });
+                }
+                Err(e) => e,
+            };
+            let unsent = matches!(
+                error,
+                SdkError::DispatchFailure(_) | SdkError::ConstructionFailure(_)
+            );
+            let lost = matches!(
+                error,
+                SdkError::TimeoutError(_) | SdkError::ResponseError(_)
+            );
+            let classified = ProviderError::from_sdk("Invoke", error);
+            let again = unsent || matches!(classified, ProviderError::Throttled(..));
+            match classified {
+                ProviderError::NotFound(m) => return Ok(Delivery::Missing(m)),
+                e if again && attempt < self.retry.max_attempts => {
+                    tokio::time::sleep(self.retry.backoff(attempt)).await;
+                    let _ = e;
+                }
+                e if lost => return Ok(Delivery::Unknown(e.to_string())),
+                e => return Err(e),
+            }
+        }
+    }
+}
+
+/// What sending a request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Delivery {
+    /// The handler returned normally (Lambda), or the request was published (SNS): its
+    /// answer is the response object, now or later.
+    Sent,
+    /// The Lambda handler failed (`FunctionError`): unless it answered before, it never
+    /// will.
+    HandlerFailed {
+        /// `Handled` or `Unhandled`.
+        function_error: String,
+        /// Its payload (the runtime's `errorType`/`errorMessage`).
+        payload: Vec<u8>,
+        /// The end of its log, decoded.
+        log: String,
+    },
+    /// The function (or topic) does not exist.
+    Missing(String),
+    /// The call's answer was lost: the handler may be running, and may answer.
+    Unknown(String),
 }
