@@ -154,3 +154,110 @@ fn build_engine_bootstrap() -> PathBuf {
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .expect("cargo reports the bootstrap's executable")
 }
+
+/// A proxy in front of the emulator whose `CreateFunction` takes code from S3: fakecloud
+/// 0.51.0 keeps no code for a function created with `Code.S3Bucket`/`S3Key` (only its
+/// `UpdateFunctionCode` reads the object), so such a function cannot be invoked. The proxy
+/// reads the object and sends the request with the bytes as `Code.ZipFile`, as Lambda
+/// itself copies the object at create time; every other request passes unchanged (one
+/// upstream connection each).
+#[derive(Debug)]
+pub struct InlineS3Code {
+    addr: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for InlineS3Code {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl InlineS3Code {
+    /// Listens on `127.0.0.1:0` in front of `emulator`.
+    pub async fn start(emulator: &crate::Emulator) -> InlineS3Code {
+        let upstream = crate::http1::upstream_addr(emulator.endpoint())
+            .await
+            .expect("the emulator's address");
+        let s3 = emulator.s3().await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(inline_connection(client, upstream, s3.clone()));
+            }
+        });
+        InlineS3Code { addr, task }
+    }
+
+    /// The proxy's endpoint URL.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+async fn inline_connection(
+    mut client: tokio::net::TcpStream,
+    upstream: std::net::SocketAddr,
+    s3: aws_sdk_s3::Client,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut buf = Vec::new();
+    while let Ok(Some((request, head))) = crate::http1::read_request(&mut client, &mut buf).await {
+        let request = if head.method == "POST" && head.path == "/2015-03-31/functions" {
+            inline_code(request, &s3).await
+        } else {
+            request
+        };
+        let Ok(answer) = crate::http1::forward(upstream, &request, &head.method).await else {
+            return;
+        };
+        if client.write_all(&answer.bytes).await.is_err() || answer.close {
+            return;
+        }
+    }
+}
+
+/// A `CreateFunction` request with its S3 code inlined (unchanged when it has none, or
+/// when the object cannot be read: the emulator then answers as it would).
+async fn inline_code(request: Vec<u8>, s3: &aws_sdk_s3::Client) -> Vec<u8> {
+    use base64::Engine as _;
+    let Some(end) = crate::http1::find(&request, b"\r\n\r\n") else {
+        return request;
+    };
+    let Ok(mut body) = serde_json::from_slice::<serde_json::Value>(&request[end + 4..]) else {
+        return request;
+    };
+    let code = &body["Code"];
+    let (Some(bucket), Some(key)) = (code["S3Bucket"].as_str(), code["S3Key"].as_str()) else {
+        return request;
+    };
+    let Ok(object) = s3.get_object().bucket(bucket).key(key).send().await else {
+        return request;
+    };
+    let Ok(bytes) = object.body.collect().await else {
+        return request;
+    };
+    let zip = base64::engine::general_purpose::STANDARD.encode(bytes.into_bytes());
+    body["Code"] = serde_json::json!({ "ZipFile": zip });
+    let new_body = serde_json::to_vec(&body).unwrap();
+    let head = String::from_utf8_lossy(&request[..end]);
+    let mut out: Vec<String> = head
+        .split("\r\n")
+        .filter(|l| {
+            let name = l
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            name != "content-length" && name != "x-amz-content-sha256"
+        })
+        .map(str::to_string)
+        .collect();
+    out.push(format!("Content-Length: {}", new_body.len()));
+    let mut bytes = out.join("\r\n").into_bytes();
+    bytes.extend_from_slice(b"\r\n\r\n");
+    bytes.extend_from_slice(&new_body);
+    bytes
+}

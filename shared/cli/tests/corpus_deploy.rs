@@ -44,11 +44,10 @@
 //! - `vpc-two-az-nat`: `AWS::EC2::SubnetRouteTableAssociation` and
 //!   `AWS::EC2::VPCEndpoint`, same answer.
 //! - `custom-resource-provider` and `s3-autodelete-objects`: Lambda-backed custom
-//!   resources. Their handlers' code is a file asset in the CDK assets bucket, which
-//!   stackflow does not publish yet ("S3 bucket cdk-hnb659fds-assets-… does not exist",
-//!   "Function has no deployment package"), and invoking a Lambda function in fakecloud
-//!   needs a container engine (Docker/Podman), which the test machines lack. They also
-//!   need `--store-bucket` for the handlers' answers.
+//!   resources, whose functions are made from code published to the CDK bootstrap bucket;
+//!   fakecloud keeps no code for a function created from an S3 object, so they run in
+//!   `tests/tests/custom_resources_corpus.rs`, through a proxy that inlines that code,
+//!   with the handlers' code running through the emulator's container stand-in.
 //! - `language-extensions`: the `AWS::LanguageExtensions` transform is not supported
 //!   yet (stackflow refuses the template before any AWS call).
 //!
