@@ -191,3 +191,72 @@ async fn lambda_service_tokens_are_invoked_synchronously() {
         "{missing:?}"
     );
 }
+
+/// A handler that logs its event (a `NoEcho` parameter's value in its properties) and
+/// throws with the value in its error: the deploy fails at once quoting the error and the
+/// log, and the value reaches neither the store, nor the output, nor the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_handlers_log_never_records_a_secret() {
+    use stackflow_tests::cli::Cli;
+    use stackflow_tests::secret_scan::{Scanner, plaintext};
+    let emu = Emulator::shared().await;
+    let secret = plaintext("password");
+    let dir = std::env::temp_dir().join(unique_name("crsecret"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let code = "exports.handler = async (event) => { console.log('event', JSON.stringify(event)); \
+                throw new Error('refused ' + event.ResourceProperties.Password); };";
+    let template = json!({
+        "Parameters": {"Secret": {"Type": "String", "NoEcho": true}},
+        "Resources": {
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                    "Principal": {"Service": "lambda.amazonaws.com"}}]}}},
+            "Handler": {"Type": "AWS::Lambda::Function", "Properties": {
+                "Runtime": "nodejs22.x", "Handler": "index.handler", "Timeout": 30,
+                "Role": {"Fn::GetAtt": ["Role", "Arn"]}, "Code": {"ZipFile": code}}},
+            "Thing": {"Type": "Custom::Thing", "Properties": {
+                "ServiceToken": {"Fn::GetAtt": ["Handler", "Arn"]},
+                "Password": {"Ref": "Secret"}}}
+        }
+    });
+    let path = dir.join("secret.json");
+    std::fs::write(&path, template.to_string()).unwrap();
+    let cli = Cli {
+        dir: dir.clone(),
+        endpoint: emu.endpoint().to_string(),
+        store: format!("local:{}", dir.join("store").display()),
+        bucket: None,
+        engine: None,
+    };
+    let started = Instant::now();
+    let run = cli.run(&[
+        "deploy",
+        &path.display().to_string(),
+        "--stack",
+        &unique_name("CrSecret"),
+        "--parameter",
+        &format!("Secret={secret}"),
+    ]);
+    let took = started.elapsed();
+    assert_eq!(run.code, Some(1), "{}", run.describe());
+    assert!(
+        took < Duration::from_secs(60),
+        "the failure came after {took:?}"
+    );
+    let mut scanner = Scanner::new([("password", secret.as_str())]);
+    assert!(
+        run.stdout.contains("without answering: Error: refused"),
+        "{}",
+        scanner.redacted(&run.describe())
+    );
+    assert!(
+        run.stdout.contains("the end of its log"),
+        "{}",
+        scanner.redacted(&run.stdout)
+    );
+    scanner.scan("stdout", run.stdout.as_bytes());
+    scanner.scan("stderr", run.stderr.as_bytes());
+    scanner.scan_dir(&dir.join("store")).unwrap();
+    assert!(scanner.hits().is_empty(), "{}", scanner.report());
+}
