@@ -77,6 +77,9 @@ class Function:
                     return [path]
             raise RuntimeError("no bootstrap in /var/runtime or /var/task")
         if kind.startswith("nodejs:"):
+            if not os.path.isdir(node_modules_dir()):
+                log(f"stand-in: no AWS SDK for JavaScript at {node_modules_dir()} "
+                    "(bash .ci/install-lambda-sdk installs it); handlers that require it fail")
             paths = [os.path.join(self.fs, "opt/nodejs/node_modules"), node_modules_dir(),
                      env["LAMBDA_TASK_ROOT"]]
             env["NODE_PATH"] = ":".join(paths)
