@@ -33,16 +33,19 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     .await?;
     // Where the assets would be published: in a region that keeps them in stackflow's
     // bucket, the references point there (and show as changes until a deploy repoints
-    // the resources).
-    Assets::prepare(
-        &crate::aws::load(global).await,
-        &setup.region,
-        setup.account_id.as_deref(),
-        &stacks,
-        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
-    )
-    .await?
-    .rewrite(&mut stacks);
+    // the resources). Without the account (offline) the destinations cannot be named:
+    // the references show as the template has them, as the note above says.
+    if setup.account_id.is_some() {
+        Assets::prepare(
+            &crate::aws::load(global).await,
+            &setup.region,
+            setup.account_id.as_deref(),
+            &stacks,
+            use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+        )
+        .await?
+        .rewrite(&mut stacks);
+    }
     let mut plans: Vec<Plan> = Vec::new();
     // What would stop each stack's deploy before it changes anything.
     let mut problems: Vec<(String, Vec<String>)> = Vec::new();
