@@ -137,6 +137,7 @@ def cmd_create(args):
     config = parse_create(args)
     cid = "standin" + uuid.uuid4().hex[:20]
     root = container_dir(cid)
+    os.makedirs(state_dir(), mode=0o700, exist_ok=True)
     os.makedirs(os.path.join(root, "fs"), mode=0o700)
     with open(os.path.join(root, "config.json"), "w") as f:
         json.dump(config, f)
@@ -285,5 +286,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    os.makedirs(state_dir(), mode=0o700, exist_ok=True)
     main(sys.argv[1:])

@@ -274,6 +274,10 @@ def watchdog(root, config, function):
         if not os.path.isdir(root) or not owner_alive(config):
             function.kill()
             shutil.rmtree(root, ignore_errors=True)
+            try:
+                os.rmdir(os.path.dirname(root))  # the emulator's directory, once empty
+            except OSError:
+                pass
             os._exit(0)
 
 
