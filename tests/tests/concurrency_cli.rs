@@ -374,16 +374,18 @@ async fn ten_embedded_deploys_on_the_dynamodb_store_one_runs_nine_are_refused() 
     embedded_round(&cli, &gate, || store.clone()).await;
 }
 
-/// `stackflow worker` in the background, killed when the test ends however it ends.
-struct Worker(Child);
+/// `stackflow worker` in the background, killed when the test ends however it ends (its
+/// log shown when the test failed).
+struct Worker(Child, PathBuf);
 
 impl Worker {
     /// Starts the worker of `cli`'s engine, creating its state machines, and waits until
     /// it polls.
     async fn start(cli: &Cli) -> Worker {
         let role = "arn:aws:iam::123456789012:role/stackflow-engine";
-        let worker = Worker(cli.spawn(&["worker", "--create-state-machines", role], "worker.log"));
         let log = cli.dir.join("worker.log");
+        let child = cli.spawn(&["worker", "--create-state-machines", role], "worker.log");
+        let worker = Worker(child, log.clone());
         for _ in 0..1200 {
             if std::fs::read_to_string(&log).is_ok_and(|l| l.contains("polling")) {
                 return worker;
@@ -399,6 +401,11 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.1).unwrap_or_default();
+            let exited = self.0.try_wait().ok().flatten();
+            eprintln!("--- worker ({exited:?}) ---\n{log}");
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -17,8 +17,13 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
+    // The engine's handlers nest deeply (a worker's task runs a whole deploy phase: the
+    // handler, the provider, the SDK), and a debug build's frames are large: on tokio's
+    // default 2 MiB a worker's task overflowed its stack. Its threads get the main
+    // thread's 8 MiB, where the embedded engine runs.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(8 * 1024 * 1024)
         .build()
     {
         Ok(rt) => rt,
