@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     fn template() -> Template {
-        serde_json::from_value(json!({
+        Template::from_value(&json!({
             "Parameters": {
                 "Env": {"Type": "String", "Default": "dev"},
                 "Secret": {"Type": "String", "Default": "x", "NoEcho": true},
