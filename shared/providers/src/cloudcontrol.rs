@@ -86,6 +86,7 @@ pub struct CloudControlProvider {
     client: Client,
     retry: RetryPolicy,
     poll: PollPolicy,
+    role_arn: Option<String>,
 }
 
 impl CloudControlProvider {
@@ -95,7 +96,16 @@ impl CloudControlProvider {
             client,
             retry: RetryPolicy::default(),
             poll: PollPolicy::default(),
+            role_arn: None,
         }
+    }
+
+    /// Sends `role_arn` as the `RoleArn` of every create, update and delete: Cloud Control
+    /// makes the resource with that role's permissions (the engine's provisioning role)
+    /// instead of the caller's.
+    pub fn with_role_arn(mut self, role_arn: Option<String>) -> Self {
+        self.role_arn = role_arn;
+        self
     }
 
     /// Replaces the retry policy of single calls.
@@ -455,6 +465,7 @@ impl Provider for CloudControlProvider {
             let desired = Value::Object(desired_state(&request.resource_type, &request.properties))
                 .to_string();
             let create = self.client.create_resource().desired_state(desired);
+            let create = create.set_role_arn(self.role_arn.clone());
             let event = match self.run(request, create).await {
                 Err(ProviderError::AlreadyExists(_)) => return Err(name_taken(request)),
                 ran => ran?,
@@ -483,6 +494,7 @@ impl Provider for CloudControlProvider {
             let patch = update_patch(&request.resource_type, &previous, &request.properties);
             if !patch.is_empty() {
                 let update = self.client.update_resource().identifier(identifier);
+                let update = update.set_role_arn(self.role_arn.clone());
                 let update = update.patch_document(Value::Array(patch).to_string());
                 self.run(request, update).await?;
             }
@@ -502,6 +514,7 @@ impl Provider for CloudControlProvider {
         Box::pin(async move {
             let identifier = request.require_physical_id()?;
             let delete = self.client.delete_resource().identifier(identifier);
+            let delete = delete.set_role_arn(self.role_arn.clone());
             let result = self.run(request, delete).await;
             // A resource that is gone already is deleted.
             Deleted::unless_missing(result)

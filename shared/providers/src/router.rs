@@ -80,6 +80,16 @@ impl Providers {
     /// [`crate::retry::retry`], which sees each throttling answer (and tells the engine's
     /// limits of it) instead of the SDK absorbing them.
     pub fn from_config(config: &SdkConfig, custom_bucket: Option<String>) -> Providers {
+        Providers::from_config_with_role(config, custom_bucket, None)
+    }
+
+    /// [`Providers::from_config`], Cloud Control sending `role_arn` (the engine's
+    /// provisioning role) as the `RoleArn` of its creates, updates and deletes.
+    pub fn from_config_with_role(
+        config: &SdkConfig,
+        custom_bucket: Option<String>,
+        role_arn: Option<String>,
+    ) -> Providers {
         let config = &config
             .to_builder()
             .retry_config(aws_sdk_cloudcontrol::config::retry::RetryConfig::disabled())
@@ -129,9 +139,10 @@ impl Providers {
             sdk::lambda::TYPE,
             Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
         );
-        let cloud_control = Arc::new(CloudControlProvider::new(
-            aws_sdk_cloudcontrol::Client::new(config),
-        ));
+        let cloud_control = Arc::new(
+            CloudControlProvider::new(aws_sdk_cloudcontrol::Client::new(config))
+                .with_role_arn(role_arn),
+        );
         let custom = custom_bucket.map(|bucket| {
             Arc::new(CustomResourceProvider::new(lambda, sns, s3, bucket)) as Arc<dyn Provider>
         });

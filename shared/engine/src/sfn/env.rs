@@ -27,6 +27,11 @@ pub const CFN_FALLBACK: &str = "STACKFLOW_CFN_FALLBACK";
 /// A KMS key (id, ARN or alias) that encrypts the objects the engine writes to its
 /// bucket (SSE-KMS); unset: SSE-S3.
 pub const KMS_KEY: &str = "STACKFLOW_KMS_KEY";
+/// The provisioning role (an IAM role ARN): the engine makes, changes and deletes the
+/// stacks' resources with it (assumed for every provider and lookup call, and passed to
+/// Cloud Control as its `RoleArn`), while the function's own role reaches only the engine's
+/// table, bucket and state machines; unset: the function's own role does everything.
+pub const PROVISIONING_ROLE: &str = "STACKFLOW_PROVISIONING_ROLE";
 /// The function's name, set by Lambda.
 pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
@@ -43,6 +48,8 @@ pub struct Settings {
     pub who: String,
     /// The KMS key of the bucket's objects (SSE-S3 when `None`).
     pub kms_key: Option<String>,
+    /// The role resources are provisioned with ([`PROVISIONING_ROLE`]).
+    pub provisioning_role: Option<String>,
 }
 
 impl Settings {
@@ -74,20 +81,42 @@ impl Settings {
             Some(name) if !name.is_empty() => format!("lambda:{name}"),
             _ => "lambda".to_string(),
         };
-        let kms_key = var(KMS_KEY)
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty());
+        let optional = |name: &str| {
+            var(name)
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+        };
+        let kms_key = optional(KMS_KEY);
+        let provisioning_role = optional(PROVISIONING_ROLE);
+        if let Some(role) = &provisioning_role
+            && !role.starts_with("arn:")
+        {
+            return Err(format!(
+                "{PROVISIONING_ROLE} is {role:?}: it is the ARN of the IAM role the engine provisions resources with"
+            ));
+        }
         Ok(Settings {
             table,
             bucket,
             cloudformation_fallback,
             who,
             kms_key,
+            provisioning_role,
         })
     }
 
     /// The handlers on `config`'s clients.
     pub fn tasks(&self, config: &SdkConfig) -> Result<Tasks<DynamoStore>, String> {
+        self.tasks_with(config, config)
+    }
+
+    /// The handlers: the store, the bucket and Step Functions on `config`'s clients, the
+    /// providers and lookups on `provisioning`'s (see [`Settings::provisioning_config`]).
+    pub fn tasks_with(
+        &self,
+        config: &SdkConfig,
+        provisioning: &SdkConfig,
+    ) -> Result<Tasks<DynamoStore>, String> {
         let region = config
             .region()
             .map(|r| r.as_ref().to_string())
@@ -101,8 +130,12 @@ impl Settings {
         );
         let engine = Engine {
             store: Arc::new(store),
-            providers: Arc::new(Providers::from_config(config, Some(self.bucket.clone()))),
-            lookups: Arc::new(AwsLookups::new(config)),
+            providers: Arc::new(Providers::from_config_with_role(
+                provisioning,
+                Some(self.bucket.clone()),
+                self.provisioning_role.clone(),
+            )),
+            lookups: Arc::new(AwsLookups::new(provisioning)),
             region,
             who: self.who.clone(),
             cloudformation_fallback: self.cloudformation_fallback,
@@ -123,12 +156,34 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// `config` with the provisioning role's credentials (assumed when first used, and
+    /// again before they expire), or `config` itself when no role is set.
+    pub async fn provisioning_config(&self, config: &SdkConfig) -> SdkConfig {
+        let Some(role) = &self.provisioning_role else {
+            return config.clone();
+        };
+        let assumed = aws_config::sts::AssumeRoleProvider::builder(role.clone())
+            .session_name("stackflow-provisioning")
+            .configure(config)
+            .build()
+            .await;
+        config
+            .to_builder()
+            .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+                assumed,
+            ))
+            .build()
+    }
+}
+
 /// The handlers of a Lambda function: [`Settings`] from the process environment, on the
 /// AWS configuration loaded once from it.
 pub async fn tasks_from_env() -> Result<Tasks<DynamoStore>, String> {
     let settings = Settings::from_vars(|name| std::env::var(name).ok())?;
     let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
-    let mut tasks = settings.tasks(&config)?;
+    let provisioning = settings.provisioning_config(&config).await;
+    let mut tasks = settings.tasks_with(&config, &provisioning)?;
     let key = super::digest::bucket_key(&tasks.s3, &tasks.bucket).await?;
     let engine = Arc::get_mut(&mut tasks.engine)
         .ok_or_else(|| "the engine is shared before its digest key is set".to_string())?;
@@ -169,8 +224,25 @@ mod tests {
                 cloudformation_fallback: true,
                 who: "lambda:stackflow-plan".into(),
                 kms_key: None,
+                provisioning_role: None,
             }
         );
+    }
+
+    #[test]
+    fn the_provisioning_role_is_an_arn() {
+        let base = [(TABLE, "events"), (BUCKET, "engine")];
+        let role = "arn:aws:iam::123456789012:role/stackflow-provisioning";
+        let s = Settings::from_vars(vars(&[base[0], base[1], (PROVISIONING_ROLE, role)]));
+        assert_eq!(s.unwrap().provisioning_role.as_deref(), Some(role));
+        let e = Settings::from_vars(vars(&[base[0], base[1], (PROVISIONING_ROLE, "admin")]))
+            .unwrap_err();
+        assert!(
+            e.starts_with("STACKFLOW_PROVISIONING_ROLE is \"admin\""),
+            "{e}"
+        );
+        let s = Settings::from_vars(vars(&[base[0], base[1], (PROVISIONING_ROLE, " ")]));
+        assert_eq!(s.unwrap().provisioning_role, None);
     }
 
     #[test]
