@@ -4,6 +4,8 @@ mod bootstrap;
 mod deploy;
 mod diff;
 mod drift;
+mod engine;
+mod executions;
 mod import;
 mod remote;
 mod scrub;
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 use stackflow_engine::engine::EngineError;
 use stackflow_events::StoreError;
 
-use crate::args::{Cli, Command, StateCommand};
+use crate::args::{Cli, Command, EngineCommand, StateCommand};
 
 /// The exit code of a run refused because another run holds the stack's lock (a
 /// script can tell it from a failure: nothing was done, and trying later may work).
@@ -57,5 +59,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Unlock(args) => state::unlock(&cli.global, &args.stack).await,
         Command::Scrub(args) => scrub::run(&cli.global, args).await,
         Command::Bootstrap(args) => bootstrap::run(&cli.global, args).await,
+        Command::Engine(EngineCommand::Deploy(args)) => engine::deploy(&cli.global, args).await,
+        Command::Engine(EngineCommand::Destroy(args)) => engine::destroy(&cli.global, args).await,
+        Command::Engine(EngineCommand::Status(args)) => engine::status(&cli.global, args).await,
+        Command::Executions(args) => executions::run(&cli.global, args).await,
     }
 }

@@ -1,0 +1,549 @@
+//! `stackflow engine deploy | destroy | status`: the engine in an account, installed by
+//! stackflow itself. `deploy` makes the engine bucket (`stackflow-<account>-<region>`,
+//! as `stackflow bootstrap` does), publishes the bootstrap's zip and the three state
+//! machine definitions to it under `assets/`, content-addressed, then deploys
+//! `infra/engine.yaml` as the stack `<name>-engine` with the embedded engine. What it
+//! installed (the digests) is recorded in the bucket at `stackflow/engine/<name>.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::Context as _;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use stackflow_core::assets::stackflow_bucket_name;
+use stackflow_core::template::{StackTemplate, Template, parse_text};
+use stackflow_engine::definitions;
+use stackflow_engine::{DeployOptions, StackStatus, deploy_stack, destroy_stack};
+use stackflow_events::EventStore;
+use stackflow_events::dynamo::DynamoStore;
+use stackflow_events::event::Holder;
+use stackflow_providers::assets::bucket::ensure_bucket;
+use stackflow_providers::assets::zip::zip_directory;
+
+use super::executions::{Machines, Run};
+use crate::args::{EngineDeployArgs, EngineDestroyArgs, EngineStatusArgs, GlobalArgs};
+use crate::select::bind_all;
+use crate::setup::{Setup, setup, stop_on_ctrl_c};
+
+/// The engine's template.
+pub const TEMPLATE: &str = include_str!("../../../../infra/engine.yaml");
+
+/// The stack the engine's template is deployed as.
+pub fn stack_name(engine: &str) -> String {
+    format!("{engine}-engine")
+}
+
+/// The event table of the engine named `engine`.
+pub fn table_name(engine: &str) -> String {
+    format!("{engine}-events")
+}
+
+fn record_key(engine: &str) -> String {
+    format!("stackflow/engine/{engine}.json")
+}
+
+/// What `engine deploy` installed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Installed {
+    pub name: String,
+    pub stack: String,
+    pub bucket: String,
+    pub table: String,
+    /// `sha256:<hex>` of the bootstrap's zip.
+    pub bootstrap: String,
+    pub bootstrap_key: String,
+    /// `sha256:<hex>` of infra/engine.yaml.
+    pub template: String,
+    pub architecture: String,
+    pub stackflow_version: String,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The zip a `provided.al2023` function deploys, from `path` (a zip, kept as it is, or
+/// the executable, zipped as `bootstrap`), or built here with cargo-lambda.
+fn bootstrap_zip(path: Option<&Path>, arch: &str) -> anyhow::Result<Vec<u8>> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => build_with_cargo_lambda(arch)?,
+    };
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    if bytes.starts_with(b"PK\x03\x04") {
+        return Ok(bytes);
+    }
+    let dir = std::env::temp_dir().join(format!("stackflow-bootstrap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("bootstrap");
+    std::fs::write(&file, &bytes)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let zipped = zip_directory(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(zipped?)
+}
+
+fn build_with_cargo_lambda(arch: &str) -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let available = Command::new(&cargo)
+        .args(["lambda", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        anyhow::bail!(
+            "no --bootstrap given and cargo-lambda is not installed: build functions/bootstrap \
+             (`pip install cargo-lambda`, then `cargo lambda build --profile lambda -p \
+             stackflow-fn-bootstrap --{arch}`) and pass --bootstrap PATH",
+            arch = if arch == "arm64" { "arm64" } else { "x86-64" }
+        );
+    }
+    let flag = if arch == "arm64" {
+        "--arm64"
+    } else {
+        "--x86-64"
+    };
+    eprintln!("building the bootstrap with cargo lambda ({arch})");
+    let status = Command::new(&cargo)
+        .args(["lambda", "build", "--profile", "lambda"])
+        .args(["-p", "stackflow-fn-bootstrap", flag])
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("cargo lambda build failed ({status})");
+    }
+    Ok(PathBuf::from(
+        "target/lambda/stackflow-fn-bootstrap/bootstrap",
+    ))
+}
+
+/// Puts `bytes` at `key` unless an object is there (the key is the content's digest);
+/// whether it was sent.
+async fn publish(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    bytes: Vec<u8>,
+) -> anyhow::Result<bool> {
+    if s3
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .is_ok()
+    {
+        return Ok(false);
+    }
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(bytes.into())
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "PutObject s3://{bucket}/{key}: {}",
+                crate::aws::brief_error(&e)
+            )
+        })?;
+    Ok(true)
+}
+
+fn account(setup: &Setup) -> anyhow::Result<&str> {
+    setup
+        .account_id
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("the AWS account is unknown: it names the engine bucket"))
+}
+
+fn bucket_of(global: &GlobalArgs, setup: &Setup) -> anyhow::Result<String> {
+    match &global.store_bucket {
+        Some(b) => Ok(b.clone()),
+        None => Ok(stackflow_bucket_name(account(setup)?, &setup.region)),
+    }
+}
+
+/// Publishes the code and the definitions; the template's parameters naming them.
+async fn publish_artifacts(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    zip: Vec<u8>,
+) -> anyhow::Result<(IndexMap<String, String>, String)> {
+    let digest = sha256_hex(&zip);
+    let size = zip.len();
+    let code_key = format!("assets/{digest}.zip");
+    let sent = publish(s3, bucket, &code_key, zip).await?;
+    eprintln!(
+        "bootstrap sha256:{digest} ({size} bytes): {}",
+        if sent { "uploaded" } else { "already there" }
+    );
+    let mut parameters = IndexMap::new();
+    parameters.insert("BootstrapKey".to_string(), code_key);
+    for (name, text) in definitions::ALL {
+        let key = format!("assets/{}.asl.json", sha256_hex(text.as_bytes()));
+        publish(s3, bucket, &key, text.as_bytes().to_vec()).await?;
+        let mut param = name.to_string();
+        param[..1].make_ascii_uppercase();
+        parameters.insert(format!("{param}DefinitionKey"), key);
+    }
+    Ok((parameters, format!("sha256:{digest}")))
+}
+
+pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Result<ExitCode> {
+    let name = args.engine.name.clone();
+    let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
+    let setup = setup(global, true, global.verbose).await?;
+    let bucket = bucket_of(global, &setup)?;
+    let config = crate::aws::load(global).await;
+    let s3 = stackflow_providers::aws::s3_client(&config);
+    let report = ensure_bucket(&s3, &bucket, &setup.region, None)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if report.created {
+        eprintln!("created s3://{bucket}, the engine bucket");
+    }
+    for change in &report.changed {
+        eprintln!("s3://{bucket}: set {change}");
+    }
+    let (mut parameters, bootstrap) = publish_artifacts(&s3, &bucket, zip).await?;
+    parameters.insert("EngineName".into(), name.clone());
+    parameters.insert("EngineBucket".into(), bucket.clone());
+    parameters.insert("Architecture".into(), args.arch.clone());
+    let value = parse_text(TEMPLATE, "infra/engine.yaml")?;
+    let stack = StackTemplate {
+        name: stack_name(&name),
+        file: PathBuf::from("infra/engine.yaml"),
+        template: Template::from_value(&value)?,
+        dependencies: vec![],
+        parameters,
+        nested: IndexMap::new(),
+        assets: None,
+    };
+    let bound = bind_all(std::slice::from_ref(&stack), &args.parameters)?;
+    let code_key = stack.parameters["BootstrapKey"].clone();
+    let input = setup.input(stack, bound.into_iter().next().unwrap_or_default());
+    let mut options = DeployOptions::new();
+    options.stop = stop_on_ctrl_c();
+    let result = deploy_stack(setup.engine.clone(), input, options).await?;
+    let ok = matches!(
+        result.status,
+        StackStatus::Succeeded | StackStatus::NoChanges
+    );
+    let installed = Installed {
+        name: name.clone(),
+        stack: stack_name(&name),
+        bucket: bucket.clone(),
+        table: table_name(&name),
+        bootstrap,
+        bootstrap_key: code_key,
+        template: format!("sha256:{}", sha256_hex(TEMPLATE.as_bytes())),
+        architecture: args.arch.clone(),
+        stackflow_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    if ok {
+        let body = serde_json::to_vec_pretty(&installed)?;
+        s3.put_object()
+            .bucket(&bucket)
+            .key(record_key(&name))
+            .body(body.into())
+            .send()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("recording the install: {}", crate::aws::brief_error(&e))
+            })?;
+    }
+    if args.json {
+        let out = serde_json::json!({ "engine": installed, "stack": result });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", crate::render::report(&result, "deploy"));
+        if ok {
+            println!(
+                "engine {name}: bootstrap {}, template {}; state machines {name}-deploy, {name}-destroy, {name}-rollback; table {}; bucket {bucket}",
+                installed.bootstrap, installed.template, installed.table
+            );
+            println!(
+                "deploy through it: stackflow deploy TEMPLATE --remote --engine {name} --store dynamodb:{} --store-bucket {bucket}",
+                installed.table
+            );
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub async fn destroy(global: &GlobalArgs, args: EngineDestroyArgs) -> anyhow::Result<ExitCode> {
+    let name = args.engine.name.clone();
+    let setup = setup(global, true, global.verbose).await?;
+    let mut options = DeployOptions::new();
+    options.stop = stop_on_ctrl_c();
+    let result = destroy_stack(setup.engine.clone(), &stack_name(&name), options).await?;
+    print!("{}", crate::render::report(&result, "destroy"));
+    if result.status != StackStatus::Succeeded && result.status != StackStatus::NoChanges {
+        return Ok(ExitCode::from(1));
+    }
+    let config = crate::aws::load(global).await;
+    if let Ok(bucket) = bucket_of(global, &setup) {
+        let s3 = stackflow_providers::aws::s3_client(&config);
+        let _ = s3
+            .delete_object()
+            .bucket(bucket)
+            .key(record_key(&name))
+            .send()
+            .await;
+    }
+    let table = table_name(&name);
+    if args.delete_table {
+        delete_table(&aws_sdk_dynamodb::Client::new(&config), &table).await?;
+        println!("deleted the event table {table}");
+    } else {
+        println!(
+            "kept the event table {table} (every stack's records); `stackflow engine destroy --delete-table` deletes it"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn delete_table(dynamodb: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<()> {
+    dynamodb
+        .update_table()
+        .table_name(table)
+        .deletion_protection_enabled(false)
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "UpdateTable {table} (deletion protection off): {}",
+                crate::aws::brief_error(&e)
+            )
+        })?;
+    dynamodb
+        .delete_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("DeleteTable {table}: {}", crate::aws::brief_error(&e)))?;
+    Ok(())
+}
+
+/// A stack whose lock is held, and whether an execution of the engine still runs for it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Lock {
+    stack: String,
+    holder: Holder,
+    /// No execution of the stack is running: `stackflow unlock` breaks it.
+    stuck: bool,
+}
+
+/// What `engine status` shows.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    installed: Option<Installed>,
+    executions: Vec<Run>,
+    locks: Vec<Lock>,
+}
+
+async fn read_installed(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    engine: &str,
+) -> anyhow::Result<Option<Installed>> {
+    let got = s3
+        .get_object()
+        .bucket(bucket)
+        .key(record_key(engine))
+        .send()
+        .await;
+    match got {
+        Ok(o) => {
+            let bytes = o.body.collect().await?.into_bytes();
+            Ok(Some(serde_json::from_slice(&bytes)?))
+        }
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
+        Err(e) => anyhow::bail!(
+            "reading s3://{bucket}/{}: {}",
+            record_key(engine),
+            crate::aws::brief_error(&e)
+        ),
+    }
+}
+
+/// Every held lock in the engine's table; stuck when no execution of its stack runs.
+async fn locks(store: &DynamoStore, machines: &Machines<'_>) -> anyhow::Result<Vec<Lock>> {
+    let mut out = Vec::new();
+    for stream in store.streams().await? {
+        let Some(holder) = store.lock_holder(&stream).await? else {
+            continue;
+        };
+        let runs = machines.recent(Some(&stream.stack), 10).await?;
+        let running = runs.iter().any(|r| r.status == "RUNNING");
+        out.push(Lock {
+            stack: stream.stack.clone(),
+            holder,
+            stuck: !running,
+        });
+    }
+    Ok(out)
+}
+
+pub async fn status(global: &GlobalArgs, args: EngineStatusArgs) -> anyhow::Result<ExitCode> {
+    let name = args.engine.name.clone();
+    let config = crate::aws::load(global).await;
+    let region = crate::aws::region(&config)?;
+    let account = crate::aws::account_id(&config)
+        .await
+        .map_err(|why| anyhow::anyhow!("the AWS account is unknown ({why})"))?;
+    let bucket = global
+        .store_bucket
+        .clone()
+        .unwrap_or_else(|| stackflow_bucket_name(&account, &region));
+    let s3 = stackflow_providers::aws::s3_client(&config);
+    let installed = read_installed(&s3, &bucket, &name).await?;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let machines = Machines {
+        sfn: &sfn,
+        region: &region,
+        account: &account,
+        engine: &name,
+    };
+    let (executions, locks) = match &installed {
+        Some(i) => {
+            let store = DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(&config),
+                s3.clone(),
+                i.table.clone(),
+                Some(bucket.clone()),
+            );
+            (
+                machines.recent(None, 5).await?,
+                locks(&store, &machines).await?,
+            )
+        }
+        None => (vec![], vec![]),
+    };
+    let status = Status {
+        installed,
+        executions,
+        locks,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", status_text(&name, &region, &status));
+    }
+    Ok(if status.installed.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn status_text(name: &str, region: &str, status: &Status) -> String {
+    let Some(i) = &status.installed else {
+        return format!(
+            "engine {name} is not installed in {region} (`stackflow engine deploy --name {name}` installs it)\n"
+        );
+    };
+    let mut out = format!(
+        "engine {name} in {region} (stack {}, stackflow {})\n  bootstrap  {} ({}, s3://{}/{})\n  template   {}\n  table      {}\n",
+        i.stack,
+        i.stackflow_version,
+        i.bootstrap,
+        i.architecture,
+        i.bucket,
+        i.bootstrap_key,
+        i.template,
+        i.table
+    );
+    if status.executions.is_empty() {
+        out.push_str("no executions yet\n");
+    } else {
+        out.push_str("last executions:\n");
+        out.push_str(&super::executions::table(&status.executions));
+    }
+    for lock in &status.locks {
+        out.push_str(&format!(
+            "lock on {}: {} {} since {} by {}{}\n",
+            lock.stack,
+            lock.holder.operation,
+            lock.holder.deploy_id,
+            lock.holder.since,
+            lock.holder.who,
+            if lock.stuck {
+                format!(
+                    " (stuck: no execution of it runs; `stackflow unlock --stack {} --store dynamodb:{}` breaks it)",
+                    lock.stack, i.table
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_template_names_every_task_and_definition() {
+        let value = parse_text(TEMPLATE, "infra/engine.yaml").unwrap();
+        let template = Template::from_value(&value).unwrap();
+        for task in stackflow_engine::tasks::TASK_NAMES {
+            let function = template
+                .resources
+                .get(&format!("{task}Function"))
+                .unwrap_or_else(|| panic!("{task}Function"));
+            assert_eq!(function.ty, "AWS::Lambda::Function");
+            assert_eq!(function.properties["Handler"], serde_json::json!(task));
+        }
+        for (name, text) in definitions::ALL {
+            let mut logical = name.to_string();
+            logical[..1].make_ascii_uppercase();
+            let machine = &template.resources[&format!("{logical}StateMachine")];
+            let substitutions = &machine.properties["DefinitionSubstitutions"];
+            let named: std::collections::BTreeSet<String> =
+                substitutions.as_object().unwrap().keys().cloned().collect();
+            assert_eq!(named, definitions::placeholders(text), "{name}");
+            assert!(
+                template
+                    .parameters
+                    .contains_key(&format!("{logical}DefinitionKey"))
+            );
+        }
+    }
+
+    #[test]
+    fn a_bootstrap_executable_is_zipped_and_a_zip_kept() {
+        let dir = std::env::temp_dir().join(format!("sf-engine-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("bootstrap");
+        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        let zip = bootstrap_zip(Some(&exe), "arm64").unwrap();
+        assert!(zip.starts_with(b"PK\x03\x04"));
+        assert_eq!(
+            zip,
+            bootstrap_zip(Some(&exe), "arm64").unwrap(),
+            "deterministic"
+        );
+        let zipped = dir.join("code.zip");
+        std::fs::write(&zipped, &zip).unwrap();
+        assert_eq!(bootstrap_zip(Some(&zipped), "arm64").unwrap(), zip);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
