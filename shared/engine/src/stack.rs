@@ -28,6 +28,14 @@ pub struct StackInput {
 }
 
 impl StackInput {
+    /// Sets the stack id (`AWS::StackId`) when the input does not give one: the id
+    /// `recorded` with the stack's first deploy, or a new one for this first run.
+    pub(crate) fn settle_stack_id(&mut self, recorded: Option<String>) {
+        if self.pseudo.stack_id.is_none() {
+            self.pseudo.stack_id = recorded.or_else(|| crate::keys::new_stack_id(&self.pseudo));
+        }
+    }
+
     /// A digest of the template, recorded with each deploy.
     pub fn digest(&self) -> String {
         let text = serde_json::to_string(&self.template).unwrap_or_default();

@@ -12,7 +12,7 @@ use stackflow_events::projection::{DeployStatus, StackState};
 use super::Deployment;
 use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::gather::plan_of;
-use crate::keys::{RunEvent, new_id, new_stack_id, run_key};
+use crate::keys::{RunEvent, new_id, run_key};
 use crate::preflight;
 use crate::recorder::Recorder;
 use crate::report::{StackReport, StackStatus};
@@ -105,11 +105,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         let mut report = StackReport::new(&input.name, &deploy_id);
         let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
         let mut input = input;
-        if input.pseudo.stack_id.is_none() {
-            // The id recorded with the stack's first deploy, or a new one for this one.
-            let recorded = recorder.state().stack_id.clone();
-            input.pseudo.stack_id = recorded.or_else(|| new_stack_id(&input.pseudo));
-        }
+        input.settle_stack_id(recorder.state().stack_id.clone());
         let input = Arc::new(input);
         let (answers, imports) = engine.gather(&input, &recorder, true).await?;
         let key = engine.stack_digest_key(&input.name);

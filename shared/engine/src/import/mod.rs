@@ -22,7 +22,7 @@ use stackflow_providers::provider::{CurrentState, Imported, ResourceRequest};
 use crate::deploy::Deployment;
 use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::gather::plan_of;
-use crate::keys::{RunEvent, new_id, new_stack_id, run_key};
+use crate::keys::{RunEvent, new_id, run_key};
 use crate::observe::read_now;
 use crate::recorder::Recorder;
 use crate::stack::{DeployEnv, StackInput};
@@ -180,10 +180,7 @@ async fn import_one<S: EventStore + 'static>(
     let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
     check_request(&recorder.state(), &input, options)?;
     let mut input = input;
-    if input.pseudo.stack_id.is_none() {
-        let recorded = recorder.state().stack_id.clone();
-        input.pseudo.stack_id = recorded.or_else(|| new_stack_id(&input.pseudo));
-    }
+    input.settle_stack_id(recorder.state().stack_id.clone());
     let input = Arc::new(input);
     let (answers, imports) = engine.gather(&input, &recorder, true).await?;
     let key = engine.stack_digest_key(&input.name);
@@ -339,19 +336,9 @@ fn row(id: &str, ty: &str, status: ImportStatus, reason: Option<String>) -> Impo
 /// The state of a resource about to be recorded, for the resolution of the resources
 /// that refer to it.
 fn state_of(r: &ResourceRecord) -> ResourceState {
-    ResourceState {
-        resource_type: r.resource_type.clone(),
-        physical_id: r.physical_id.clone(),
-        properties: r.properties.clone(),
-        attributes: r.attributes.clone(),
-        dependencies: r.dependencies.clone(),
-        provider: r.provider,
-        deletion_policy: r.deletion_policy,
-        update_replace_policy: r.update_replace_policy,
-        baseline: None,
-        imported: true,
-        secret_digest: None,
-    }
+    let mut state = ResourceState::from_record(r, None);
+    state.imported = true;
+    state
 }
 
 /// Looks one resource up: its properties resolved against what was found so far, its

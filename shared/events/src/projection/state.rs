@@ -42,7 +42,8 @@ pub struct ResourceState {
 }
 
 impl ResourceState {
-    pub(super) fn from_record(r: &ResourceRecord, baseline: Option<Baseline>) -> Self {
+    /// The state of the resource `r` records, with `baseline` (not adopted by an import).
+    pub fn from_record(r: &ResourceRecord, baseline: Option<Baseline>) -> Self {
         ResourceState {
             resource_type: r.resource_type.clone(),
             physical_id: r.physical_id.clone(),

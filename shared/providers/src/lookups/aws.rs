@@ -99,25 +99,9 @@ impl AwsLookups {
             });
         }
         let client = self.cloudformation_in(r.region.as_deref());
-        let described = match client
-            .describe_stacks()
-            .stack_name(&r.stack_name)
-            .send()
+        let Some(stack) = live_stack(&client, &r.stack_name)
             .await
-        {
-            Ok(d) => d,
-            Err(e)
-                if e.code() == Some("ValidationError")
-                    && e.message().is_some_and(|m| m.contains("does not exist")) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(aws_error(what(), &e)),
-        };
-        let Some(stack) = described
-            .stacks()
-            .iter()
-            .find(|s| s.stack_status() != Some(&StackStatus::DeleteComplete))
+            .map_err(|e| aws_error(what(), &e))?
         else {
             return Ok(None);
         };
@@ -136,38 +120,21 @@ impl AwsLookups {
         stack_name: &str,
     ) -> Result<Option<DeployedParameters>, LookupError> {
         let what = || format!("the parameters of CloudFormation stack {stack_name}");
-        let described = match self
-            .cloudformation
-            .describe_stacks()
-            .stack_name(stack_name)
-            .send()
+        let stack = live_stack(&self.cloudformation, stack_name)
             .await
-        {
-            Ok(d) => d,
-            Err(e)
-                if e.code() == Some("ValidationError")
-                    && e.message().is_some_and(|m| m.contains("does not exist")) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => return Err(aws_error(what(), &e)),
-        };
-        Ok(described
-            .stacks()
-            .iter()
-            .find(|s| s.stack_status() != Some(&StackStatus::DeleteComplete))
-            .map(|stack| {
-                stack
-                    .parameters()
-                    .iter()
-                    .filter_map(|p| {
-                        Some((
-                            p.parameter_key()?.to_string(),
-                            p.parameter_value().unwrap_or_default().to_string(),
-                        ))
-                    })
-                    .collect()
-            }))
+            .map_err(|e| aws_error(what(), &e))?;
+        Ok(stack.map(|stack| {
+            stack
+                .parameters()
+                .iter()
+                .filter_map(|p| {
+                    Some((
+                        p.parameter_key()?.to_string(),
+                        p.parameter_value().unwrap_or_default().to_string(),
+                    ))
+                })
+                .collect()
+        }))
     }
 
     /// `GetParameter` of `name` (which may end in `:version`); `Ok(None)` when there is no
@@ -302,6 +269,33 @@ fn pick_json_key(text: &str, key: &str) -> Result<String, String> {
         Some(other) => Ok(other.to_string()),
         None => Err(format!("has no key {key:?}")),
     }
+}
+
+/// `DescribeStacks` of `name`: the stack unless it does not exist or is deleted.
+async fn live_stack(
+    client: &aws_sdk_cloudformation::Client,
+    name: &str,
+) -> Result<
+    Option<aws_sdk_cloudformation::types::Stack>,
+    aws_sdk_cloudformation::error::SdkError<
+        aws_sdk_cloudformation::operation::describe_stacks::DescribeStacksError,
+    >,
+> {
+    let described = match client.describe_stacks().stack_name(name).send().await {
+        Ok(d) => d,
+        Err(e)
+            if e.code() == Some("ValidationError")
+                && e.message().is_some_and(|m| m.contains("does not exist")) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(described
+        .stacks()
+        .iter()
+        .find(|s| s.stack_status() != Some(&StackStatus::DeleteComplete))
+        .cloned())
 }
 
 impl Lookups for AwsLookups {
