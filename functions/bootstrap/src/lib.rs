@@ -12,6 +12,9 @@
 //!   (`Stackflow.Store`, `Stackflow.Locked`, ...), which the state machines' `Retry` and
 //!   `Catch` match.
 
+pub mod pipeline;
+pub mod publish;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,9 +22,13 @@ use std::sync::Arc;
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 use stackflow_engine::env::tasks_from_env;
-use stackflow_engine::tasks::{TASK_NAMES, TaskError, Tasks};
+use stackflow_engine::sfn::triggers::TRIGGER_NAMES;
+use stackflow_engine::tasks::{ErrorKind, TASK_NAMES, TaskError, Tasks};
 use stackflow_events::EventStore;
 use tracing_subscriber::EnvFilter;
+
+use pipeline::PipelineClients;
+use publish::Publisher;
 
 /// What a function's `main` returns.
 pub use lambda_runtime::Error;
@@ -61,6 +68,83 @@ pub async fn handle<S: EventStore + 'static>(
     }
 }
 
+/// The variable naming the deploy state machine's ARN, which `Start` and `PipelineJob`
+/// start executions of.
+pub const MACHINE_VAR: &str = "STACKFLOW_DEPLOY_MACHINE";
+
+/// What a function has besides the task handlers: the events-out publisher, and for the
+/// triggers the deploy state machine (and CodePipeline for `PipelineJob`).
+pub struct Context<S> {
+    /// The task handlers.
+    pub tasks: Tasks<S>,
+    /// Events out.
+    pub publisher: Publisher,
+    /// The deploy state machine's ARN (`STACKFLOW_DEPLOY_MACHINE`).
+    pub machine: Option<String>,
+    /// CodePipeline and the artifact reader's configuration.
+    pub pipeline: Option<PipelineClients>,
+}
+
+/// Runs the handler `task` (a state machine task or a trigger) on one event's payload,
+/// then publishes the events its answer is worth (best effort: never its failure).
+pub async fn handle_in<S: EventStore + 'static>(
+    ctx: &Context<S>,
+    task: &str,
+    payload: Value,
+) -> Result<Value, FunctionError> {
+    let machine = || {
+        ctx.machine.as_deref().ok_or_else(|| {
+            FunctionError(TaskError::new(
+                ErrorKind::Input,
+                format!(
+                    "{MACHINE_VAR} is not set: it names the deploy state machine {task} starts"
+                ),
+            ))
+        })
+    };
+    let parse_error = |e: serde_json::Error| {
+        FunctionError(TaskError::new(
+            ErrorKind::Input,
+            format!("task {task}: bad input: {e}"),
+        ))
+    };
+    let out = match task {
+        "Start" => {
+            let event = serde_json::from_value(payload).map_err(parse_error)?;
+            ctx.tasks
+                .start(machine()?, event)
+                .await
+                .map_err(FunctionError)?
+        }
+        "DriftCheck" => {
+            let payload = if payload.is_null() {
+                serde_json::json!({})
+            } else {
+                payload
+            };
+            let req = serde_json::from_value(payload).map_err(parse_error)?;
+            let checks = ctx.tasks.drift_check(req).await.map_err(FunctionError)?;
+            serde_json::to_value(checks).unwrap_or(Value::Null)
+        }
+        "PipelineJob" => {
+            let clients = ctx.pipeline.as_ref().ok_or_else(|| {
+                machine().err().unwrap_or_else(|| {
+                    FunctionError(TaskError::new(
+                        ErrorKind::Internal,
+                        "no CodePipeline client",
+                    ))
+                })
+            })?;
+            pipeline::pipeline_job(&ctx.tasks, clients, payload)
+                .await
+                .map_err(FunctionError)?
+        }
+        _ => handle(&ctx.tasks, task, payload).await?,
+    };
+    ctx.publisher.publish(publish::events_for(task, &out)).await;
+    Ok(out)
+}
+
 /// Where Lambda puts the function's handler string.
 pub const HANDLER_VAR: &str = "_HANDLER";
 
@@ -77,14 +161,16 @@ pub struct TaskChoice {
     pub from: &'static str,
 }
 
-/// The task named by `value`: a name of [`TASK_NAMES`] as written (`Plan`) or in lower
-/// case (`plan`), surrounding blanks ignored.
+/// Every handler a function may run: the state machines' tasks, then the triggers.
+pub fn handler_names() -> impl Iterator<Item = &'static str> {
+    TASK_NAMES.iter().chain(TRIGGER_NAMES).copied()
+}
+
+/// The handler named by `value`: a name of [`handler_names`] as written (`Plan`) or in
+/// lower case (`plan`), surrounding blanks ignored.
 pub fn task_named(value: &str) -> Option<&'static str> {
     let value = value.trim();
-    TASK_NAMES
-        .iter()
-        .copied()
-        .find(|name| *name == value || name.to_ascii_lowercase() == value)
+    handler_names().find(|name| *name == value || name.to_ascii_lowercase() == value)
 }
 
 /// The function's task, from its handler string (`handler`, the value of `_HANDLER`) when
@@ -117,7 +203,7 @@ pub fn choose_task(handler: Option<&str>, task_var: Option<&str>) -> Result<Task
         "no task to run: {} and {}; set the function's handler (or {TASK_VAR}) to one of {}",
         seen(HANDLER_VAR, handler),
         seen(TASK_VAR, task_var),
-        TASK_NAMES.join(", ")
+        handler_names().collect::<Vec<_>>().join(", ")
     ))
 }
 
@@ -151,18 +237,34 @@ pub async fn run() -> Result<(), Error> {
 async fn serve(task: &'static str) -> Result<(), Error> {
     log_panics(task);
     let tasks = match tasks_from_env().await {
-        Ok(tasks) => Arc::new(tasks),
+        Ok(tasks) => tasks,
         Err(e) => {
             tracing::error!(task, error = %e, "the function cannot start");
             return Err(e.into());
         }
     };
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let machine = var(MACHINE_VAR);
+    let pipeline = (task == "PipelineJob").then(|| PipelineClients {
+        codepipeline: aws_sdk_codepipeline::Client::new(&config),
+        config: config.clone(),
+        machine: machine.clone().unwrap_or_default(),
+    });
+    let ctx = Arc::new(Context {
+        tasks,
+        publisher: Publisher::new(&config, var(publish::BUS_VAR).as_deref()),
+        machine,
+        pipeline,
+    });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
-        let tasks = tasks.clone();
+        let ctx = ctx.clone();
         // Boxed: the handlers' futures nest deep, and a `main` that awaited them unboxed
         // would overflow the compiler's query depth when laying out its own future.
         let answer: HandlerFuture =
-            Box::pin(async move { handle(&tasks, task, event.payload).await });
+            Box::pin(async move { handle_in(&ctx, task, event.payload).await });
         answer
     }))
     .await
@@ -225,6 +327,8 @@ const SDK_CRATES: &[&str] = &[
     "aws_sdk_sts",
     "aws_sdk_cloudwatchlogs",
     "aws_sdk_cloudformation",
+    "aws_sdk_eventbridge",
+    "aws_sdk_codepipeline",
 ];
 
 fn init_logs() {
@@ -371,7 +475,7 @@ mod tests {
         ] {
             let e = choose_task(handler, var).unwrap_err();
             assert!(
-                e.ends_with(&TASK_NAMES.join(", ")),
+                e.ends_with(&handler_names().collect::<Vec<_>>().join(", ")),
                 "{handler:?} {var:?}: {e}"
             );
         }
@@ -380,10 +484,19 @@ mod tests {
             format!(
                 "no task to run: _HANDLER is \"bootstrap\" and STACKFLOW_TASK is not set; set \
                  the function's handler (or STACKFLOW_TASK) to one of {}",
-                TASK_NAMES.join(", ")
+                handler_names().collect::<Vec<_>>().join(", ")
             )
         );
         assert!(TASK_NAMES.starts_with(&["Plan", "Gate", "Provision"]));
+    }
+
+    #[test]
+    fn the_triggers_are_handlers_too() {
+        for name in ["Start", "PipelineJob", "DriftCheck"] {
+            assert_eq!(choose_task(Some(name), None).unwrap().task, name);
+            let lower = name.to_ascii_lowercase();
+            assert_eq!(choose_task(None, Some(&lower)).unwrap().task, name);
+        }
     }
 
     #[test]

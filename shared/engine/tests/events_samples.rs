@@ -8,6 +8,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use stackflow_engine::definitions;
+use stackflow_engine::sfn::triggers::TRIGGER_NAMES;
+use stackflow_engine::sfn::triggers::drift_check::DriftCheckRequest;
+use stackflow_engine::sfn::triggers::start::{BusEvent, DeployRequested, launch_of};
 use stackflow_engine::tasks::{
     DeployRef, DeployRequest, GateAnswer, Item, ReleaseRequest, RunRequest, StackRequest,
     TASK_NAMES,
@@ -50,7 +53,39 @@ const SAMPLES: &[(&str, Check)] = &[
     ("release.json", |v| {
         is::<ReleaseRequest>(v, &["noRollback", "concurrency"])
     }),
+    // Triggers: the EventBridge events Start takes, the schedule's input of DriftCheck,
+    // the CodePipeline job of PipelineJob (read as its type by the bootstrap's tests).
+    ("start.json", |v| starts(v, "stackflow-engine-bucket")),
+    ("start-deploy-requested.json", |v| {
+        exact::<DeployRequested>(&v["detail"], &[])?;
+        starts(v, "stackflow-engine-bucket")
+    }),
+    ("driftcheck.json", |v| is::<DriftCheckRequest>(v, &[])),
+    ("pipelinejob.json", pipeline_job),
 ];
+
+/// An EventBridge event that starts a deploy.
+fn starts(v: &Value, bucket: &str) -> Result<(), String> {
+    let event: BusEvent = exact(v, &[])?;
+    match launch_of(&event, bucket) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(why)) => Err(format!("it starts no deploy: {why}")),
+        Err(e) => Err(e.message),
+    }
+}
+
+/// A CodePipeline job: its user parameters are JSON naming a stack.
+fn pipeline_job(v: &Value) -> Result<(), String> {
+    let job = &v["CodePipeline.job"];
+    let params = job["data"]["actionConfiguration"]["configuration"]["UserParameters"]
+        .as_str()
+        .ok_or("no UserParameters")?;
+    let params: Value = serde_json::from_str(params).map_err(|e| e.to_string())?;
+    if params["stack"].as_str().is_none() || job["id"].as_str().is_none() {
+        return Err("no job id or no stack in UserParameters".into());
+    }
+    Ok(())
+}
 
 fn events_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events")
@@ -182,6 +217,7 @@ fn every_task_and_state_machine_has_a_sample() {
     let present = samples();
     let wanted = TASK_NAMES
         .iter()
+        .chain(TRIGGER_NAMES)
         .map(|t| format!("{}.json", t.to_lowercase()))
         .chain(
             definitions::ALL

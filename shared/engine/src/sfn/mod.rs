@@ -14,4 +14,5 @@ mod gates;
 pub mod payloads;
 mod release;
 pub mod tasks;
+pub mod triggers;
 pub mod worker;

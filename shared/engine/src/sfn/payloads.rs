@@ -119,6 +119,37 @@ pub struct Ended {
     /// The first error, when it failed.
     #[serde(default)]
     pub error: Option<ErrorInfo>,
+    /// The rollback a failed deploy's Fail ran (absent when none ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RolledBack>,
+}
+
+/// What a failed deploy's rollback did (the engine's `RollbackReport`, counted; its
+/// errors masked as recorded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolledBack {
+    /// True when every journal entry was undone.
+    pub complete: bool,
+    /// How many entries were undone.
+    pub undone: usize,
+    /// The entries that could not be undone: `<logical id>: <error>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+}
+
+impl From<&crate::report::RollbackReport> for RolledBack {
+    fn from(r: &crate::report::RollbackReport) -> Self {
+        RolledBack {
+            complete: r.complete(),
+            undone: r.undone.len(),
+            failed: r
+                .failed
+                .iter()
+                .map(|f| format!("{}: {}", f.logical_id, f.error.message))
+                .collect(),
+        }
+    }
 }
 
 /// A stack to destroy or roll back.

@@ -20,8 +20,8 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, RunKind,
-    RunRequest, StackRequest, Waiting,
+    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase,
+    RolledBack, RunKind, RunRequest, StackRequest, Waiting,
 };
 pub use super::release::{ReleaseRequest, Released};
 
@@ -245,6 +245,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                           deploy or destroy deletes what is left (see the stack's events)"
                     .into(),
             }),
+            rollback: None,
         })
     }
 
@@ -297,9 +298,11 @@ impl<S: EventStore + 'static> Tasks<S> {
             }),
             _ => None,
         });
-        if holds_lock(&d) {
-            d.fail(first.as_ref(), "an action failed", true).await?;
-        }
+        let rollback = if holds_lock(&d) {
+            d.fail(first.as_ref(), "an action failed", true).await?
+        } else {
+            None
+        };
         self.forget_secrets(&r.stack, &r.deploy_id).await?;
         Ok(Ended {
             stack: r.stack,
@@ -307,6 +310,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             status: StackStatus::Failed,
             outputs: Default::default(),
             error: first.map(|f| f.error),
+            rollback: rollback.as_ref().map(RolledBack::from),
         })
     }
 
@@ -376,6 +380,7 @@ fn ended(report: StackReport) -> Ended {
         status: report.status,
         outputs: Default::default(),
         error: report.failures.first().map(|f| f.error.clone()),
+        rollback: None,
     }
 }
 
