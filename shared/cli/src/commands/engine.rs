@@ -214,6 +214,13 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
     for change in &report.changed {
         eprintln!("s3://{bucket}: set {change}");
     }
+    if !args
+        .parameters
+        .iter()
+        .any(|(k, v)| k == "Triggers" && v == "off")
+    {
+        bucket_events_on(&s3, &bucket).await?;
+    }
     let (mut parameters, bootstrap) = publish_artifacts(&s3, &bucket, zip).await?;
     parameters.insert("EngineName".into(), name.clone());
     parameters.insert("EngineBucket".into(), bucket.clone());
@@ -494,6 +501,47 @@ fn status_text(name: &str, region: &str, status: &Status) -> String {
         ));
     }
     out
+}
+
+/// The engine bucket sends its events to EventBridge (the template's Start rule matches
+/// objects under `deploy/`; infra/README.md, "Triggers"): the bucket is made before the
+/// template, so its notification configuration is set here, keeping any other.
+async fn bucket_events_on(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<()> {
+    use aws_sdk_s3::error::DisplayErrorContext;
+    use aws_sdk_s3::types::{EventBridgeConfiguration, NotificationConfiguration};
+    let now = s3
+        .get_bucket_notification_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "GetBucketNotificationConfiguration s3://{bucket}: {}",
+                DisplayErrorContext(e)
+            )
+        })?;
+    if now.event_bridge_configuration().is_some() {
+        return Ok(());
+    }
+    let config = NotificationConfiguration::builder()
+        .set_topic_configurations(Some(now.topic_configurations().to_vec()))
+        .set_queue_configurations(Some(now.queue_configurations().to_vec()))
+        .set_lambda_function_configurations(Some(now.lambda_function_configurations().to_vec()))
+        .event_bridge_configuration(EventBridgeConfiguration::builder().build())
+        .build();
+    s3.put_bucket_notification_configuration()
+        .bucket(bucket)
+        .notification_configuration(config)
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "PutBucketNotificationConfiguration s3://{bucket}: {}",
+                DisplayErrorContext(e)
+            )
+        })?;
+    eprintln!("s3://{bucket}: its events go to EventBridge (the deploy/ trigger)");
+    Ok(())
 }
 
 #[cfg(test)]
