@@ -20,8 +20,8 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase,
-    RolledBack, RunKind, RunRequest, StackRequest, Waiting,
+    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, RolledBack,
+    RunKind, RunRequest, StackRequest, Waiting,
 };
 pub use super::release::{ReleaseRequest, Released};
 
