@@ -25,6 +25,7 @@ use stackflow_providers::sdk::s3::S3BucketProvider;
 use stackflow_providers::sdk::sns::SnsTopicProvider;
 use stackflow_providers::sdk::{SqsQueueProvider, SsmParameterProvider};
 use stackflow_providers::{Properties, Provider, ResourceRequest};
+use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
 use stackflow_tests::{Emulator, unique_name};
 
 const RUNS: usize = 5;
@@ -269,6 +270,11 @@ async fn main() {
                 props((case.create)(&name)),
             );
             req.token = unique_name("token");
+            // As the engine sends it: the stack's id, which names the account.
+            req.stack_id = Some(format!(
+                "arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/bench/{}",
+                unique_name("id")
+            ));
             count.take();
             let t = Instant::now();
             let created = case.provider.create(&req).await.expect("create");

@@ -239,6 +239,21 @@ impl CloudControlProvider {
         }
     }
 
+    /// The attributes after the terminal `event` of a create or update: those its model
+    /// carries when it is complete ([`attributes_in_event`]), else read (`GetResource`).
+    async fn attributes_after(
+        &self,
+        resource_type: &str,
+        identifier: &str,
+        event: Option<&ProgressEvent>,
+    ) -> Result<Attributes, ProviderError> {
+        let schema = schema::schema(resource_type);
+        match event.and_then(|e| attributes_in_event(schema, e)) {
+            Some(attributes) => Ok(attributes),
+            None => self.attributes_of(resource_type, identifier).await,
+        }
+    }
+
     async fn attributes_of(
         &self,
         resource_type: &str,
@@ -428,6 +443,45 @@ pub fn attributes_from_model(
     attributes
 }
 
+/// The `Fn::GetAtt` values the model of a terminal `event` carries, when that model holds
+/// every read-only property of the type's schema (nested ones too; paths through a list,
+/// `*`, are not required): then no `GetResource` is needed. A schema with no read-only
+/// property needs no model. `None` without a schema, or when the model lacks one.
+pub fn attributes_in_event(
+    schema: Option<&ResourceSchema>,
+    event: &ProgressEvent,
+) -> Option<Attributes> {
+    let schema = schema?;
+    let required: Vec<Vec<&str>> = schema
+        .read_only
+        .iter()
+        .map(|path| {
+            path.split('/')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .filter(|segments| !segments.is_empty() && !segments.contains(&"*"))
+        .collect();
+    if required.is_empty() {
+        return Some(Attributes::new());
+    }
+    let model = match serde_json::from_str::<Value>(event.resource_model()?) {
+        Ok(Value::Object(model)) => model,
+        _ => return None,
+    };
+    let holds = |segments: &Vec<&str>| {
+        let mut value = model.get(segments[0]);
+        for seg in &segments[1..] {
+            value = value.and_then(|v| v.get(*seg));
+        }
+        value.is_some()
+    };
+    required
+        .iter()
+        .all(holds)
+        .then(|| attributes_from_model(Some(schema), &model))
+}
+
 /// The error of a create whose resource exists already: named by the template's identifier
 /// when it gives one.
 fn name_taken(request: &ResourceRequest) -> ProviderError {
@@ -477,7 +531,7 @@ impl Provider for CloudControlProvider {
                 })?
                 .to_string();
             let attributes = self
-                .attributes_of(&request.resource_type, &physical_id)
+                .attributes_after(&request.resource_type, &physical_id, Some(&event))
                 .await?;
             Ok(Created {
                 sensitive: false,
@@ -492,14 +546,15 @@ impl Provider for CloudControlProvider {
             let identifier = request.require_physical_id()?;
             let previous = request.previous_properties.clone().unwrap_or_default();
             let patch = update_patch(&request.resource_type, &previous, &request.properties);
+            let mut event = None;
             if !patch.is_empty() {
                 let update = self.client.update_resource().identifier(identifier);
                 let update = update.set_role_arn(self.role_arn.clone());
                 let update = update.patch_document(Value::Array(patch).to_string());
-                self.run(request, update).await?;
+                event = Some(self.run(request, update).await?);
             }
             let attributes = self
-                .attributes_of(&request.resource_type, identifier)
+                .attributes_after(&request.resource_type, identifier, event.as_ref())
                 .await?;
             Ok(Updated {
                 sensitive: false,
@@ -615,6 +670,37 @@ mod tests {
         assert_eq!(
             Value::Array(update_patch("AWS::SQS::Queue", &old, &new)),
             json!([{"op": "add", "path": "/VisibilityTimeout", "value": 5}])
+        );
+    }
+
+    #[test]
+    fn a_complete_model_in_the_event_spares_the_read() {
+        let s = ResourceSchema {
+            read_only: vec!["Arn".into(), "Endpoint/Address".into(), "Ips/*/Id".into()],
+            ..ResourceSchema::default()
+        };
+        let event = |model: Option<Value>| {
+            ProgressEvent::builder()
+                .operation_status(OperationStatus::Success)
+                .set_resource_model(model.map(|m| m.to_string()))
+                .build()
+        };
+        let full = json!({"Arn": "a", "Endpoint": {"Address": "h"}, "Name": "n"});
+        let got = attributes_in_event(Some(&s), &event(Some(full))).expect("complete");
+        assert_eq!(got.get("Arn"), Some(&json!("a")));
+        assert_eq!(got.get("Endpoint.Address"), Some(&json!("h")));
+        assert_eq!(got.len(), 2, "{got:?}");
+        // A model without a read-only property (fakecloud answers the desired state), no
+        // model, or no schema: GetResource reads them.
+        let partial = json!({"Arn": "a", "Name": "n"});
+        assert_eq!(attributes_in_event(Some(&s), &event(Some(partial))), None);
+        assert_eq!(attributes_in_event(Some(&s), &event(None)), None);
+        assert_eq!(attributes_in_event(None, &event(Some(json!({})))), None);
+        // Nothing read-only: nothing to read.
+        let none = ResourceSchema::default();
+        assert_eq!(
+            attributes_in_event(Some(&none), &event(None)),
+            Some(Attributes::new())
         );
     }
 

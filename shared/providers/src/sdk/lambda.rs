@@ -276,9 +276,30 @@ fn attributes(arn: &str) -> Attributes {
 
 /// The function's ARN without a version or alias qualifier.
 fn unqualified_arn(config: &FunctionConfiguration) -> String {
-    let arn = config.function_arn().unwrap_or_default();
+    unqualified(config.function_arn().unwrap_or_default())
+}
+
+/// A function ARN without its qualifier.
+fn unqualified(arn: &str) -> String {
     // arn:aws:lambda:region:account:function:name[:qualifier]
     arn.split(':').take(7).collect::<Vec<_>>().join(":")
+}
+
+/// Whether a function in `state` whose last update is `update` has settled (neither
+/// `Pending` nor `InProgress`); a failed one is an error with `reason`.
+fn has_settled(
+    name: &str,
+    state: Option<&State>,
+    update: Option<&LastUpdateStatus>,
+    reason: Option<&str>,
+) -> Result<bool, ProviderError> {
+    if state == Some(&State::Failed) || update == Some(&LastUpdateStatus::Failed) {
+        return Err(ProviderError::Other(format!(
+            "{TYPE} {name} failed: {}",
+            reason.unwrap_or("no reason given")
+        )));
+    }
+    Ok(state != Some(&State::Pending) && update != Some(&LastUpdateStatus::InProgress))
 }
 
 /// All the configuration a `FunctionConfiguration` update writes, from `props` (absent
@@ -327,18 +348,8 @@ impl LambdaFunctionProvider {
             let (config, _) = self.find(name).await?.ok_or_else(|| {
                 ProviderError::NotFound(format!("{TYPE} {name} vanished while settling"))
             })?;
-            let state = config.state();
-            let update = config.last_update_status();
-            if state == Some(&State::Failed) || update == Some(&LastUpdateStatus::Failed) {
-                return Err(ProviderError::Other(format!(
-                    "{TYPE} {name} failed: {}",
-                    config
-                        .last_update_status_reason()
-                        .or(config.state_reason())
-                        .unwrap_or("no reason given")
-                )));
-            }
-            if state != Some(&State::Pending) && update != Some(&LastUpdateStatus::InProgress) {
+            let reason = config.last_update_status_reason().or(config.state_reason());
+            if has_settled(name, config.state(), config.last_update_status(), reason)? {
                 return Ok(config);
             }
             if started.elapsed() >= SETTLE_TIMEOUT {
@@ -351,20 +362,41 @@ impl LambdaFunctionProvider {
         }
     }
 
+    /// The ARN of the function `name` once settled: `answer` (the ARN, state, last update
+    /// status and reason a write answered) when it says so already, else waited for.
+    async fn settled_arn(
+        &self,
+        name: &str,
+        answer: (
+            Option<&str>,
+            Option<&State>,
+            Option<&LastUpdateStatus>,
+            Option<&str>,
+        ),
+    ) -> Result<String, ProviderError> {
+        let (arn, state, update, reason) = answer;
+        match arn {
+            Some(arn) if has_settled(name, state, update, reason)? => Ok(unqualified(arn)),
+            _ => Ok(unqualified_arn(&self.settle(name).await?)),
+        }
+    }
+
     /// Writes the function's code (`code`: `UpdateFunctionCode`, with `Architectures`) and
     /// its configuration (`configuration`: `UpdateFunctionConfiguration`) from `props`,
-    /// waiting after each for the function to settle.
+    /// waiting after each for the function to settle (not when its answer says it has):
+    /// the function's ARN after the last write, `None` when nothing was written.
     async fn update_function(
         &self,
         name: &str,
         props: &Properties,
         code: bool,
         configuration: bool,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Option<String>, ProviderError> {
+        let mut arn = None;
         if code {
             let code = code_of(props)?;
             let architectures = architectures_of(props)?;
-            call(&self.retry, "UpdateFunctionCode", || {
+            let out = call(&self.retry, "UpdateFunctionCode", || {
                 self.client
                     .update_function_code()
                     .function_name(name)
@@ -376,14 +408,20 @@ impl LambdaFunctionProvider {
                     .send()
             })
             .await?;
-            self.settle(name).await?;
+            let answer = (
+                out.function_arn(),
+                out.state(),
+                out.last_update_status(),
+                out.last_update_status_reason().or(out.state_reason()),
+            );
+            arn = Some(self.settled_arn(name, answer).await?);
         }
         if configuration {
             let s = settings_of(props)?;
             let environment = Environment::builder()
                 .set_variables(Some(s.environment.clone()))
                 .build();
-            call(&self.retry, "UpdateFunctionConfiguration", || {
+            let out = call(&self.retry, "UpdateFunctionConfiguration", || {
                 let update = self.client.update_function_configuration();
                 with_settings!(update.function_name(name), s)
                     .environment(environment.clone())
@@ -391,17 +429,24 @@ impl LambdaFunctionProvider {
                     .send()
             })
             .await?;
-            self.settle(name).await?;
+            let answer = (
+                out.function_arn(),
+                out.state(),
+                out.last_update_status(),
+                out.last_update_status_reason().or(out.state_reason()),
+            );
+            arn = Some(self.settled_arn(name, answer).await?);
         }
-        Ok(())
+        Ok(arn)
     }
 
-    /// `CreateFunction`: `Some(arn)` when made now, `None` when the name is taken.
+    /// `CreateFunction`: `Some` of its answer (the ARN, whether it has settled) when made
+    /// now, `None` when the name is taken.
     async fn create_function(
         &self,
         name: &str,
         props: &Properties,
-    ) -> Result<Option<String>, ProviderError> {
+    ) -> Result<Option<(String, bool)>, ProviderError> {
         let code = code_of(props)?;
         let s = settings_of(props)?;
         let architectures = architectures_of(props)?;
@@ -421,7 +466,12 @@ impl LambdaFunctionProvider {
                 .send()
                 .await;
             match sent {
-                Ok(out) => Ok(Some(out.function_arn().unwrap_or_default().to_string())),
+                Ok(out) => {
+                    let reason = out.last_update_status_reason().or(out.state_reason());
+                    let settled = has_settled(name, out.state(), out.last_update_status(), reason)?;
+                    let arn = out.function_arn().unwrap_or_default();
+                    Ok(Some((unqualified(arn), settled && !arn.is_empty())))
+                }
                 // Lambda answers a taken name with the same code as a change in progress;
                 // only the message tells them apart.
                 Err(e)
@@ -458,21 +508,26 @@ impl SdkResource for LambdaFunctionProvider {
             .create_function(&name, props)
             .await
             .map_err(in_context)?;
-        if made.is_none() {
-            // Our own function from an earlier attempt: write everything again.
-            let adopt = async {
-                self.settle(&name).await?;
-                self.update_function(&name, props, true, true).await?;
-                let arn = unqualified_arn(&self.settle(&name).await?);
-                self.sync_tags(&arn, &BTreeMap::new(), &tag_map(props)?)
-                    .await
-            };
-            adopt.await.map_err(in_context)?;
-        }
-        let config = self.settle(&name).await.map_err(in_context)?;
+        let arn = match made {
+            // CreateFunction answers the new function: waited for while it is Pending.
+            Some((arn, true)) => arn,
+            Some((_, false)) => unqualified_arn(&self.settle(&name).await.map_err(in_context)?),
+            None => {
+                // Our own function from an earlier attempt: write everything again.
+                let adopt = async {
+                    self.settle(&name).await?;
+                    let written = self.update_function(&name, props, true, true).await?;
+                    let arn = written.unwrap_or_default();
+                    self.sync_tags(&arn, &BTreeMap::new(), &tag_map(props)?)
+                        .await?;
+                    Ok::<_, ProviderError>(arn)
+                };
+                adopt.await.map_err(in_context)?
+            }
+        };
         Ok(Created {
             sensitive: false,
-            attributes: attributes(&unqualified_arn(&config)),
+            attributes: attributes(&arn),
             physical_id: name,
         })
     }
@@ -484,13 +539,14 @@ impl SdkResource for LambdaFunctionProvider {
         let previous = request.previous_properties.clone().unwrap_or_default();
         let changed = |key: &str| previous.get(key) != props.get(key);
         let work = async {
-            self.settle(name).await?;
+            let before = self.settle(name).await?;
             let code = changed("Code") || changed("Architectures");
             let configuration = CONFIG_KEYS.iter().any(|k| changed(k));
-            self.update_function(name, props, code, configuration)
+            let written = self
+                .update_function(name, props, code, configuration)
                 .await?;
-            let config = self.settle(name).await?;
-            let arn = unqualified_arn(&config);
+            // The function has settled after each write (its ARN does not change).
+            let arn = written.unwrap_or_else(|| unqualified_arn(&before));
             self.sync_tags(&arn, &tag_map(&previous)?, &tag_map(props)?)
                 .await?;
             Ok::<_, ProviderError>(arn)
@@ -655,6 +711,23 @@ mod tests {
         assert_eq!(
             unqualified_arn(&config),
             "arn:aws:lambda:us-east-1:123456789012:function:f"
+        );
+    }
+
+    #[test]
+    fn a_write_answer_says_whether_the_function_settled() {
+        let settled = |state, update| has_settled("f", state, update, Some("why"));
+        assert_eq!(settled(Some(&State::Active), None), Ok(true));
+        assert_eq!(settled(None, Some(&LastUpdateStatus::Successful)), Ok(true));
+        assert_eq!(settled(Some(&State::Pending), None), Ok(false));
+        assert_eq!(
+            settled(Some(&State::Active), Some(&LastUpdateStatus::InProgress)),
+            Ok(false)
+        );
+        let failed = settled(Some(&State::Active), Some(&LastUpdateStatus::Failed));
+        assert!(
+            matches!(&failed, Err(ProviderError::Other(m)) if m.contains("why")),
+            "{failed:?}"
         );
     }
 }

@@ -8,6 +8,10 @@
 //! taken over: `CreateLogGroup` refuses a taken one, which is
 //! [`ProviderError::AlreadyExists`] saying so (`SdkResource::name_taken`).
 //!
+//! The `Arn` after a create or update is made of the stack's account (from the stack id the
+//! engine recorded) and the client's region, not read; without a stack id naming that
+//! region it is read (`DescribeLogGroups`).
+//!
 //! `LogGroupName` and `LogGroupClass` cannot change in place
 //! ([`ProviderError::NotUpdatable`]); `RetentionInDays`, `KmsKeyId` and `Tags` can.
 //!
@@ -83,17 +87,60 @@ fn tagging_arn(group: &LogGroup) -> Option<String> {
 }
 
 fn attributes(group: &LogGroup) -> Attributes {
+    arn_attributes(cfn_arn(group))
+}
+
+/// The `Fn::GetAtt` values of a group whose CloudFormation ARN is `arn`.
+fn arn_attributes(arn: Option<String>) -> Attributes {
     let mut a = Attributes::new();
-    if let Some(arn) = cfn_arn(group) {
+    if let Some(arn) = arn {
         a.insert("Arn".into(), json!(arn));
     }
     a
+}
+
+/// The ARN (the tagging API's form) of group `name` in the stack's account, from the
+/// stack's id (`arn:PARTITION:cloudformation:REGION:ACCOUNT:stack/...`, recorded from the
+/// caller's identity) when it names `region`; `None` when the account is not known so.
+fn arn_in_stack_account(stack_id: Option<&str>, region: &str, name: &str) -> Option<String> {
+    let mut parts = stack_id?.splitn(6, ':');
+    let (Some("arn"), Some(partition), Some("cloudformation"), Some(at), Some(account)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let is_account = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
+    (is_account && at == region && !region.is_empty())
+        .then(|| format!("arn:{partition}:logs:{region}:{account}:log-group:{name}"))
 }
 
 impl LogGroupProvider {
     /// Describes the group that must exist now (right after a write).
     async fn described(&self, name: &str) -> Result<LogGroup, ProviderError> {
         self.find(name).await?.ok_or_else(|| vanished(TYPE, name))
+    }
+
+    /// The ARN (the tagging API's form) of group `name`, which must exist now: made of the
+    /// stack's account and the client's region when both are known (no call), else read.
+    async fn arn_now(
+        &self,
+        request: &ResourceRequest,
+        name: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let region = self
+            .client
+            .config()
+            .region()
+            .map(|r| r.as_ref().to_string());
+        let stack_id = request.stack_id.as_deref();
+        if let Some(arn) = region.and_then(|r| arn_in_stack_account(stack_id, &r, name)) {
+            return Ok(Some(arn));
+        }
+        Ok(tagging_arn(&self.described(name).await?))
     }
 
     async fn create_group(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
@@ -223,10 +270,10 @@ impl SdkResource for LogGroupProvider {
             }
             Err(e) => return Err(in_context(e)),
         }
-        let group = self.described(&name).await?;
+        let arn = self.arn_now(request, &name).await?;
         Ok(Created {
             sensitive: false,
-            attributes: attributes(&group),
+            attributes: arn_attributes(arn.map(|arn| format!("{arn}:*"))),
             physical_id: name,
         })
     }
@@ -250,17 +297,17 @@ impl SdkResource for LogGroupProvider {
         if key != string_of(&previous, "KmsKeyId") {
             self.set_kms_key(name, key).await?;
         }
-        let group = self.described(name).await?;
+        let arn = self.arn_now(request, name).await?;
         let (old_tags, new_tags) = (tag_map(&previous), tag_map(props));
         if old_tags != new_tags
-            && let Some(arn) = tagging_arn(&group)
+            && let Some(arn) = &arn
         {
-            self.sync_tags(&arn, &old_tags, &new_tags).await?;
+            self.sync_tags(arn, &old_tags, &new_tags).await?;
         }
         Ok(Updated {
             sensitive: false,
             physical_id: name.to_string(),
-            attributes: attributes(&group),
+            attributes: arn_attributes(arn.map(|arn| format!("{arn}:*"))),
             replaced: false,
         })
     }
@@ -356,5 +403,21 @@ mod tests {
         assert_eq!(retention_of(&props), Ok(Some(7)));
         let name = physical_name("Stack/x", "Group", "t", "", NAME_RULES);
         assert!(name.starts_with("Stack/x-Group-"), "{name}");
+    }
+
+    #[test]
+    fn arns_come_from_the_stack_id_of_the_same_region() {
+        let id = "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/app/abc";
+        assert_eq!(
+            arn_in_stack_account(Some(id), "cn-north-1", "/app/g").as_deref(),
+            Some("arn:aws-cn:logs:cn-north-1:123456789012:log-group:/app/g")
+        );
+        // Another region, no stack id, or not a stack ARN: the ARN is read instead.
+        assert_eq!(arn_in_stack_account(Some(id), "us-east-1", "g"), None);
+        assert_eq!(arn_in_stack_account(None, "cn-north-1", "g"), None);
+        let queue = "arn:aws:sqs:cn-north-1:123456789012:q";
+        assert_eq!(arn_in_stack_account(Some(queue), "cn-north-1", "g"), None);
+        let short = "arn:aws:cloudformation:cn-north-1:1234:stack/app/abc";
+        assert_eq!(arn_in_stack_account(Some(short), "cn-north-1", "g"), None);
     }
 }

@@ -126,6 +126,39 @@ fn attributes(arn: &str) -> Attributes {
     a
 }
 
+/// What the first page of `ListTopics` says of the topic name `name`.
+#[derive(Debug, PartialEq, Eq)]
+enum Listed {
+    /// A listed topic has the name: its ARN.
+    Taken(String),
+    /// No topic has it (every topic was listed).
+    Free,
+    /// Other pages follow: whether the topic with this ARN exists is to be asked.
+    Ask(String),
+}
+
+/// The answer of a first page listing `arns`, followed by `next` when there are more.
+fn on_first_page<'a>(
+    mut arns: impl Iterator<Item = &'a str>,
+    next: Option<&str>,
+    name: &str,
+) -> Listed {
+    let mut place = None;
+    for arn in arns.by_ref() {
+        let Some((at, listed)) = arn.rsplit_once(':') else {
+            continue;
+        };
+        if listed == name {
+            return Listed::Taken(arn.to_string());
+        }
+        place.get_or_insert_with(|| at.to_string());
+    }
+    match (place, next.filter(|t| !t.is_empty())) {
+        (Some(at), Some(_)) => Listed::Ask(format!("{at}:{name}")),
+        _ => Listed::Free,
+    }
+}
+
 impl SnsTopicProvider {
     /// The ARN of the topic named `name`, found with `ListTopics`.
     async fn arn_of(&self, name: &str) -> Result<Option<String>, ProviderError> {
@@ -150,25 +183,23 @@ impl SnsTopicProvider {
         .await
     }
 
-    /// The ARN of the topic named `name` when it exists, in two calls whatever the number
-    /// of topics: the ARN is that of a topic `ListTopics` lists with `name` in place of its
-    /// own (the listed topics are the caller's, in the client's region: their ARNs carry
-    /// this partition, region and account), and `GetTopicAttributes` says whether a topic
-    /// has it. No topic listed: none exists.
+    /// The ARN of the topic named `name` when it exists, in at most two calls whatever the
+    /// number of topics: a topic on the first page `ListTopics` answers is taken; with no
+    /// page after it, no other topic exists. Else the ARN is that of a listed topic with
+    /// `name` in place of its own (the listed topics are the caller's, in the client's
+    /// region: their ARNs carry this partition, region and account), and
+    /// `GetTopicAttributes` says whether a topic has it.
     async fn named(&self, name: &str) -> Result<Option<String>, ProviderError> {
         let listed = call(&self.retry, "ListTopics", || {
             self.client.list_topics().send()
         })
         .await?;
-        let Some((place, _)) = listed
-            .topics()
-            .iter()
-            .find_map(|t| t.topic_arn()?.rsplit_once(':'))
-        else {
-            return Ok(None);
-        };
-        let arn = format!("{place}:{name}");
-        Ok(self.find(&arn).await?.map(|_| arn))
+        let arns = listed.topics().iter().filter_map(|t| t.topic_arn());
+        match on_first_page(arns, listed.next_token(), name) {
+            Listed::Taken(arn) => Ok(Some(arn)),
+            Listed::Free => Ok(None),
+            Listed::Ask(arn) => Ok(self.find(&arn).await?.map(|_| arn)),
+        }
     }
 
     async fn set_attribute(&self, arn: &str, name: &str, value: &str) -> Result<(), ProviderError> {
@@ -340,6 +371,25 @@ mod tests {
     use super::*;
     use crate::names::physical_name;
     use crate::sdk::common::testing::props;
+
+    #[test]
+    fn the_first_page_of_topics_answers_when_it_can() {
+        let arns = [
+            "arn:aws:sns:us-east-1:123456789012:a",
+            "arn:aws:sns:us-east-1:123456789012:b",
+        ];
+        assert_eq!(
+            on_first_page(arns.into_iter(), Some("more"), "b"),
+            Listed::Taken(arns[1].into())
+        );
+        assert_eq!(on_first_page(arns.into_iter(), None, "c"), Listed::Free);
+        assert_eq!(on_first_page(arns.into_iter(), Some(""), "c"), Listed::Free);
+        assert_eq!(on_first_page(std::iter::empty(), None, "c"), Listed::Free);
+        assert_eq!(
+            on_first_page(arns.into_iter(), Some("more"), "c"),
+            Listed::Ask("arn:aws:sns:us-east-1:123456789012:c".into())
+        );
+    }
 
     #[test]
     fn names_attributes_and_values() {

@@ -10,6 +10,9 @@
 //! [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see `refuse_taken`), as is
 //! a `CreateQueue` that answers `QueueAlreadyExists` (other attributes).
 //!
+//! The `Arn` after a create or update is made of the queue URL (`.../ACCOUNT/NAME`) and the
+//! client's region, not read: neither changes while the queue exists.
+//!
 //! `read_current_state` reports `QueueName`, the attributes whose value differs from AWS's
 //! default (see [`DEFAULTS`]) with numbers and booleans as JSON numbers and booleans and the
 //! redrive policies as objects, and `Tags` (a `Key`/`Value` list sorted by key) when there
@@ -20,6 +23,7 @@ use std::collections::HashMap;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
+use stackflow_core::intrinsics::partition;
 
 use super::common::{
     SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none, refuse_taken,
@@ -145,14 +149,46 @@ fn is_fifo(props: &Properties) -> bool {
         || props.get("FifoQueue").and_then(Value::as_str) == Some("true")
 }
 
+/// The `Fn::GetAtt` values of the queue at `url`, whose ARN is `arn`.
+fn attributes(url: &str, arn: Option<&str>) -> Attributes {
+    let mut a = Attributes::new();
+    if let Some(arn) = arn {
+        a.insert("Arn".into(), json!(arn));
+    }
+    a.insert("QueueName".into(), json!(name_of_url(url)));
+    a.insert("QueueUrl".into(), json!(url));
+    a
+}
+
 /// The queue name at the end of a queue URL.
 fn name_of_url(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or(url)
 }
 
+/// The ARN of the queue at `url` (`.../ACCOUNT/NAME`, as `CreateQueue` answers) in
+/// `region`; `None` when the URL does not end in an account id and a name.
+fn arn_of_url(url: &str, region: &str) -> Option<String> {
+    let mut segments = url.trim_end_matches('/').rsplit('/');
+    let name = segments.next().filter(|n| !n.is_empty())?;
+    let account = segments.next()?;
+    let is_account = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
+    (is_account && !region.is_empty())
+        .then(|| format!("arn:{}:sqs:{region}:{account}:{name}", partition(region)))
+}
+
 impl SqsQueueProvider {
-    /// The attributes of the queue `url`, which must exist now (right after a write).
+    /// The attributes of the queue `url`, which must exist now (right after a write): made
+    /// of its URL and the client's region, read (`GetQueueAttributes`) only when the URL
+    /// does not have the usual shape.
     async fn attributes_now(&self, url: &str) -> Result<Attributes, ProviderError> {
+        let region = self
+            .client
+            .config()
+            .region()
+            .map(|r| r.as_ref().to_string());
+        if let Some(arn) = region.and_then(|r| arn_of_url(url, &r)) {
+            return Ok(attributes(url, Some(&arn)));
+        }
         let described = self.find(url).await?.ok_or_else(|| vanished(TYPE, url))?;
         Ok(self.attributes(url, &described))
     }
@@ -295,13 +331,8 @@ impl SdkResource for SqsQueueProvider {
     }
 
     fn attributes(&self, url: &str, described: &Self::Found) -> Attributes {
-        let mut a = Attributes::new();
-        if let Some(arn) = described.get(&QueueAttributeName::QueueArn) {
-            a.insert("Arn".into(), json!(arn));
-        }
-        a.insert("QueueName".into(), json!(name_of_url(url)));
-        a.insert("QueueUrl".into(), json!(url));
-        a
+        let arn = described.get(&QueueAttributeName::QueueArn);
+        attributes(url, arn.map(String::as_str))
     }
 
     async fn state(
@@ -354,5 +385,24 @@ mod tests {
         assert_eq!(template_value(Kind::Number, "45"), json!(45));
         assert_eq!(template_value(Kind::Bool, "true"), json!(true));
         assert_eq!(name_of_url("http://127.0.0.1:1/123456789012/q1"), "q1");
+    }
+
+    #[test]
+    fn arns_are_made_of_the_url_and_the_region() {
+        let url = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo";
+        assert_eq!(
+            arn_of_url(url, "eu-west-1").as_deref(),
+            Some("arn:aws:sqs:eu-west-1:123456789012:jobs.fifo")
+        );
+        assert_eq!(
+            arn_of_url("http://127.0.0.1:4566/123456789012/q1", "cn-north-1").as_deref(),
+            Some("arn:aws-cn:sqs:cn-north-1:123456789012:q1")
+        );
+        // Not the usual shape: the ARN is read instead.
+        assert_eq!(
+            arn_of_url("http://127.0.0.1:4566/queue/q1", "us-east-1"),
+            None
+        );
+        assert_eq!(arn_of_url(url, ""), None);
     }
 }

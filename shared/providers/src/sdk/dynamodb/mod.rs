@@ -156,6 +156,15 @@ fn attributes(table: &TableDescription) -> Attributes {
     a
 }
 
+/// True when the table and all its global indexes are `ACTIVE`.
+fn is_active(table: &TableDescription) -> bool {
+    table.table_status() == Some(&TableStatus::Active)
+        && table
+            .global_secondary_indexes()
+            .iter()
+            .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active))
+}
+
 impl DynamoDbTableProvider {
     /// Waits until the table and all its global indexes are `ACTIVE` (a deleted index gone).
     async fn wait_active(&self, name: &str) -> Result<TableDescription, ProviderError> {
@@ -165,12 +174,7 @@ impl DynamoDbTableProvider {
             let table = self.find(name).await?.ok_or_else(|| {
                 ProviderError::NotFound(format!("{TYPE} {name} vanished while it was changing"))
             })?;
-            let table_active = table.table_status() == Some(&TableStatus::Active);
-            let indexes_active = table
-                .global_secondary_indexes()
-                .iter()
-                .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active));
-            if table_active && indexes_active {
+            if is_active(&table) {
                 return Ok(table);
             }
             if Instant::now() + pause >= deadline {
@@ -185,7 +189,12 @@ impl DynamoDbTableProvider {
         }
     }
 
-    async fn create_table(&self, name: &str, props: &Properties) -> Result<(), ProviderError> {
+    /// `CreateTable`: the table description it answers.
+    async fn create_table(
+        &self,
+        name: &str,
+        props: &Properties,
+    ) -> Result<Option<TableDescription>, ProviderError> {
         let keys = key_schema(props.get("KeySchema"))?;
         if keys.is_empty() {
             return Err(invalid(format!("{name}: KeySchema is required")));
@@ -225,7 +234,7 @@ impl DynamoDbTableProvider {
                 .send()
         })
         .await
-        .map(|_| ())
+        .map(|out| out.table_description)
     }
 
     /// The TTL attribute AWS has on (`ENABLED` or `ENABLING`).
@@ -276,8 +285,9 @@ impl DynamoDbTableProvider {
         Ok(())
     }
 
-    /// One `UpdateTable` (built by `build` from a fresh builder), then waits for `ACTIVE`.
-    async fn update_table<F>(&self, name: &str, build: F) -> Result<(), ProviderError>
+    /// One `UpdateTable` (built by `build` from a fresh builder), then waits for `ACTIVE`:
+    /// the table as it is then.
+    async fn update_table<F>(&self, name: &str, build: F) -> Result<TableDescription, ProviderError>
     where
         F: Fn(
             aws_sdk_dynamodb::operation::update_table::builders::UpdateTableFluentBuilder,
@@ -288,16 +298,17 @@ impl DynamoDbTableProvider {
             build(self.client.update_table().table_name(name)).send()
         })
         .await?;
-        self.wait_active(name).await.map(|_| ())
+        self.wait_active(name).await
     }
 
-    /// `GlobalSecondaryIndexes` from `previous` to `props`, one change per `UpdateTable`.
+    /// `GlobalSecondaryIndexes` from `previous` to `props`, one change per `UpdateTable`:
+    /// the table after the last change, `None` when nothing changed.
     async fn sync_global_indexes(
         &self,
         name: &str,
         previous: &Properties,
         props: &Properties,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Option<TableDescription>, ProviderError> {
         let old = indexes_by_name(previous, "GlobalSecondaryIndexes");
         let new = indexes_by_name(props, "GlobalSecondaryIndexes");
         let find = |list: &[(String, Value)], n: &str| {
@@ -316,6 +327,7 @@ impl DynamoDbTableProvider {
             }
         }
         let definitions = attribute_definitions(props)?;
+        let mut latest = None;
         for (index, _) in &old {
             if find(&new, index).is_none() {
                 let action = DeleteGlobalSecondaryIndexAction::builder()
@@ -323,8 +335,9 @@ impl DynamoDbTableProvider {
                     .build()
                     .map_err(|e| invalid(format!("GlobalSecondaryIndexes: {e}")))?;
                 let update = GlobalSecondaryIndexUpdate::builder().delete(action).build();
-                self.update_table(name, |b| b.global_secondary_index_updates(update.clone()))
-                    .await?;
+                let changed =
+                    self.update_table(name, |b| b.global_secondary_index_updates(update.clone()));
+                latest = Some(changed.await?);
             }
         }
         for (index, wanted) in &new {
@@ -355,13 +368,13 @@ impl DynamoDbTableProvider {
                 }
                 Some(_) => continue,
             };
-            self.update_table(name, |b| {
+            let changed = self.update_table(name, |b| {
                 b.set_attribute_definitions(Some(definitions.clone()))
                     .global_secondary_index_updates(update.clone())
-            })
-            .await?;
+            });
+            latest = Some(changed.await?);
         }
-        Ok(())
+        Ok(latest)
     }
 
     /// The table's tags, sorted.
@@ -390,14 +403,16 @@ impl DynamoDbTableProvider {
     }
 
     /// Billing mode and throughput (one `UpdateTable`), deletion protection and the stream
-    /// from `previous` to `props`.
+    /// from `previous` to `props`: the table after the last change, `None` when nothing
+    /// changed.
     async fn sync_settings(
         &self,
         name: &str,
         table: &TableDescription,
         previous: &Properties,
         props: &Properties,
-    ) -> Result<(), ProviderError> {
+    ) -> Result<Option<TableDescription>, ProviderError> {
+        let mut latest = None;
         let mode = billing_mode(props);
         let mode_changed = mode != billing_mode(previous);
         let throughput_changed =
@@ -405,18 +420,18 @@ impl DynamoDbTableProvider {
         if mode_changed || (throughput_changed && mode == "PROVISIONED") {
             let provisioned = throughput(props.get("ProvisionedThroughput"))?;
             let definitions = attribute_definitions(props)?;
-            self.update_table(name, |b| {
+            let changed = self.update_table(name, |b| {
                 b.billing_mode(BillingMode::from(mode.as_str()))
                     .set_provisioned_throughput(provisioned.clone())
                     .set_attribute_definitions(Some(definitions.clone()))
-            })
-            .await?;
+            });
+            latest = Some(changed.await?);
         }
 
         let protection = boolean(props.get("DeletionProtectionEnabled"));
         if protection != boolean(previous.get("DeletionProtectionEnabled")) {
-            self.update_table(name, |b| b.deletion_protection_enabled(protection))
-                .await?;
+            let changed = self.update_table(name, |b| b.deletion_protection_enabled(protection));
+            latest = Some(changed.await?);
         }
 
         let (old_view, new_view) = (stream_view(previous), stream_view(props));
@@ -426,16 +441,16 @@ impl DynamoDbTableProvider {
                 .is_some_and(StreamSpecification::stream_enabled);
             if on {
                 let off = stream_spec(None)?;
-                self.update_table(name, |b| b.stream_specification(off.clone()))
-                    .await?;
+                let changed = self.update_table(name, |b| b.stream_specification(off.clone()));
+                latest = Some(changed.await?);
             }
             if let Some(view) = &new_view {
                 let spec = stream_spec(Some(view))?;
-                self.update_table(name, |b| b.stream_specification(spec.clone()))
-                    .await?;
+                let changed = self.update_table(name, |b| b.stream_specification(spec.clone()));
+                latest = Some(changed.await?);
             }
         }
-        Ok(())
+        Ok(latest)
     }
 }
 
@@ -453,17 +468,25 @@ impl SdkResource for DynamoDbTableProvider {
         // finds it taken met its own earlier attempt, whose answer was lost.
         crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
         let in_context = |e: ProviderError| e.context(context(request, TYPE));
-        match self.create_table(&name, props).await {
-            Ok(()) => {}
+        let made = match self.create_table(&name, props).await {
+            Ok(answer) => Some(answer),
             // The table an earlier attempt of this call made.
-            Err(ProviderError::AlreadyExists(_)) => {}
+            Err(ProviderError::AlreadyExists(_)) => None,
             Err(e) => return Err(in_context(e)),
+        };
+        // CreateTable answers the table's description: waited for only while not ACTIVE.
+        let table = match made.clone().flatten().filter(is_active) {
+            Some(table) => table,
+            None => self.wait_active(&name).await.map_err(in_context)?,
+        };
+        // TTL does not change the table's attributes. A table this call made has it off;
+        // one an earlier attempt made is brought to the template's.
+        match (made, ttl_attribute(props)) {
+            (Some(_), Some(attribute)) => self.set_ttl(&name, &attribute, true).await,
+            (Some(_), None) => Ok(()),
+            (None, wanted) => self.sync_ttl(&name, wanted).await,
         }
-        self.wait_active(&name).await.map_err(in_context)?;
-        self.sync_ttl(&name, ttl_attribute(props))
-            .await
-            .map_err(in_context)?;
-        let table = self.wait_active(&name).await?;
+        .map_err(in_context)?;
         Ok(Created {
             sensitive: false,
             attributes: attributes(&table),
@@ -492,8 +515,8 @@ impl SdkResource for DynamoDbTableProvider {
             }
         }
         let table = self.wait_active(name).await?;
-        self.sync_settings(name, &table, &previous, props).await?;
-        self.sync_global_indexes(name, &previous, props).await?;
+        let settings = self.sync_settings(name, &table, &previous, props).await?;
+        let indexes = self.sync_global_indexes(name, &previous, props).await?;
         if ttl_attribute(props) != ttl_attribute(&previous) {
             self.sync_ttl(name, ttl_attribute(props)).await?;
         }
@@ -501,7 +524,8 @@ impl SdkResource for DynamoDbTableProvider {
             self.sync_tags(arn, &tag_map(&previous), &tag_map(props))
                 .await?;
         }
-        let table = self.wait_active(name).await?;
+        // TTL and tags leave the attributes as they were after the last UpdateTable.
+        let table = indexes.or(settings).unwrap_or(table);
         Ok(Updated {
             sensitive: false,
             physical_id: name.to_string(),
