@@ -22,6 +22,7 @@ use stackflow_providers::sdk::dynamodb::DynamoDbTableProvider;
 use stackflow_providers::sdk::logs::LogGroupProvider;
 use stackflow_providers::sdk::sns::SnsTopicProvider;
 use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
 use stackflow_tests::{Emulator, unique_name};
 
 fn props(v: Value) -> Properties {
@@ -170,6 +171,12 @@ async fn sdk_log_group_round_trip() {
         "Tags": [{"Key": "team", "Value": "core"}]
     });
     let mut req = request("Logs", "AWS::Logs::LogGroup", template.clone());
+    // As the engine sends it: the stack's id names the account, so the ARN after a create
+    // or update is made, not read; the import below reads it (DescribeLogGroups).
+    req.stack_id = Some(format!(
+        "arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/{}/id",
+        req.stack_name
+    ));
     let created = provider.create(&req).await.expect("create");
     let name = created.physical_id.clone();
     assert!(

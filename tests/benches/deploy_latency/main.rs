@@ -9,11 +9,12 @@
 //! emulator, which delays each request by `STACKFLOW_BENCH_LATENCY_MS` (default 108 ms,
 //! a round trip to a distant region). For each case of the corpus:
 //!
-//! 1. **Calibration** (latency 0, one limit of 1): a deploy and a destroy run one
-//!    resource at a time, so every request the proxy sees falls inside one resource's
-//!    action (from its `ResourceStarted` to its `ResourceFinished`): that gives the calls
-//!    of each resource's create and delete, and the fixed calls made before the first
-//!    resource starts (the availability-zone lookup).
+//! 1. **Calibration** (50 ms per call, one limit of 1): a deploy and a destroy run one
+//!    resource at a time; an action's duration (from its `ResourceStarted` to its
+//!    `ResourceFinished`) over the latency gives the calls on its own path (the requests
+//!    sent during it also hold the previous resource's baseline reads, which run beside
+//!    it, off the critical path; they are listed), and the requests before the first
+//!    resource starts are the fixed calls (the availability-zone lookup).
 //! 2. **Timed runs**: deploy then destroy at the default settings, at latency 0 (what the
 //!    engine and the emulator cost by themselves) and at the configured latency.
 //! 3. **Bound**: `latency × max(longest dependency chain of calls, waves)`, where the
@@ -131,7 +132,9 @@ async fn run_case(
             return None;
         }
     };
-    println!("  calls per resource (calibration: latency 0, one resource at a time):");
+    println!(
+        "  calls on each action's path (calibration: 50 ms per call, one resource at a time; in brackets the requests sent meanwhile, the previous resource's baseline reads included):"
+    );
     print_calls(&stack, &calls);
     let t = &stack.template;
     let providers = Providers::from_config(config, None);

@@ -36,6 +36,11 @@ pub(crate) fn engine(
     })
 }
 
+/// The latency of the calibration runs: an action's calls on its own path are its
+/// duration over it.
+const CALIBRATION_LATENCY: Duration = Duration::from_millis(50);
+
+/// Deploys and destroys `stack` one resource at a time at [`CALIBRATION_LATENCY`].
 pub(crate) async fn calibrate(
     proxy: &LatencyProxy,
     config: &SdkConfig,
@@ -43,7 +48,7 @@ pub(crate) async fn calibrate(
     stack: &StackTemplate,
 ) -> Result<Calls, String> {
     let saved = proxy.latency();
-    proxy.set_latency(Duration::ZERO);
+    proxy.set_latency(CALIBRATION_LATENCY);
     let spans = Arc::new(Spans::default());
     let engine = engine(config, store.clone(), spans.clone());
     let name = unique_name("calibrate");
@@ -51,13 +56,13 @@ pub(crate) async fn calibrate(
     let report = deploy_stack(engine.clone(), input(stack, &name), options(Some(1)))
         .await
         .map_err(|e| format!("calibration deploy: {e}"))?;
-    let create = attribute(&proxy.log(), &spans.take());
+    let create = attribute(&proxy.log(), &spans.take(), CALIBRATION_LATENCY);
     let deployed = problem(&report);
     proxy.reset();
     let report = destroy_stack(engine, &name, options(Some(1)))
         .await
         .map_err(|e| format!("calibration destroy: {e}"))?;
-    let delete = attribute(&proxy.log(), &spans.take());
+    let delete = attribute(&proxy.log(), &spans.take(), CALIBRATION_LATENCY);
     proxy.set_latency(saved);
     if let Some(p) = deployed {
         return Err(format!("calibration deploy: {p}"));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use stackflow_engine::progress::{Progress, ProgressEvent};
 use stackflow_tests::latency::RequestRecord;
@@ -65,6 +65,10 @@ impl Progress for Spans {
 pub(crate) struct Attributed {
     /// Requests per resource, in order.
     pub(crate) per_resource: BTreeMap<String, Vec<String>>,
+    /// Calls on each action's own path: its duration over the calibration's latency
+    /// (the requests during an action include the baseline reads of the one before,
+    /// which run beside it, off the critical path).
+    pub(crate) on_path: BTreeMap<String, u64>,
     /// Requests before the first resource action started.
     pub(crate) before: Vec<String>,
     /// Requests after the last one ended, or between actions.
@@ -73,10 +77,13 @@ pub(crate) struct Attributed {
 
 /// Attributes each request to the resource action that was running when it was sent
 /// (only meaningful when the actions ran one at a time).
-pub(crate) fn attribute(log: &[RequestRecord], spans: &[Span]) -> Attributed {
+pub(crate) fn attribute(log: &[RequestRecord], spans: &[Span], latency: Duration) -> Attributed {
     let mut out = Attributed::default();
     for s in spans {
         out.per_resource.entry(s.id.clone()).or_default();
+        let took = s.end.map_or(0.0, |e| (e - s.start).as_secs_f64());
+        let calls = (took / latency.as_secs_f64()).round() as u64;
+        *out.on_path.entry(s.id.clone()).or_default() += calls;
     }
     let first = spans.iter().map(|s| s.start).min();
     let mut log = log.to_vec();
@@ -106,16 +113,12 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
+    /// The calls on the path of `id`'s create.
     pub(crate) fn create(&self, id: &str) -> u64 {
-        self.create
-            .per_resource
-            .get(id)
-            .map_or(0, |v| v.len() as u64)
+        self.create.on_path.get(id).copied().unwrap_or(0)
     }
+    /// The calls on the path of `id`'s delete.
     pub(crate) fn delete(&self, id: &str) -> u64 {
-        self.delete
-            .per_resource
-            .get(id)
-            .map_or(0, |v| v.len() as u64)
+        self.delete.on_path.get(id).copied().unwrap_or(0)
     }
 }

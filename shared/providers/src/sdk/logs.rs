@@ -348,25 +348,59 @@ impl SdkResource for LogGroupProvider {
         attributes(group)
     }
 
+    /// `DescribeLogGroups` and `ListTagsForResource` at once when the group's ARN is
+    /// known from the stack id (it must be the ARN the group has), else one after the other.
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let name = request.require_physical_id()?;
+        let region = self
+            .client
+            .config()
+            .region()
+            .map(|r| r.as_ref().to_string());
+        let stack_id = request.stack_id.as_deref();
+        let Some(arn) = region.and_then(|r| arn_in_stack_account(stack_id, &r, name)) else {
+            return match self.find(name).await? {
+                Some(group) => self.state(name, group).await,
+                None => Ok(CurrentState::NotFound),
+            };
+        };
+        let (found, tags) = tokio::join!(self.find(name), self.tags(&arn));
+        let Some(group) = found? else {
+            return Ok(CurrentState::NotFound);
+        };
+        if tagging_arn(&group).as_deref() != Some(arn.as_str()) {
+            return self.state(name, group).await;
+        }
+        let mut state = state_of(name, &group);
+        insert_tags(&mut state, tags?);
+        Ok(CurrentState::Found(state))
+    }
+
     async fn state(&self, name: &str, group: LogGroup) -> Result<CurrentState, ProviderError> {
-        let mut state = Properties::new();
-        state.insert("LogGroupName".into(), json!(name));
-        if let Some(days) = group.retention_in_days() {
-            state.insert("RetentionInDays".into(), json!(days));
-        }
-        if let Some(key) = group.kms_key_id() {
-            state.insert("KmsKeyId".into(), json!(key));
-        }
-        if let Some(class) = group.log_group_class()
-            && *class != LogGroupClass::Standard
-        {
-            state.insert("LogGroupClass".into(), json!(class.as_str()));
-        }
+        let mut state = state_of(name, &group);
         if let Some(arn) = tagging_arn(&group) {
             insert_tags(&mut state, self.tags(&arn).await?);
         }
         Ok(CurrentState::Found(state))
     }
+}
+
+/// The state of group `name` as `DescribeLogGroups` describes it, without its tags.
+fn state_of(name: &str, group: &LogGroup) -> Properties {
+    let mut state = Properties::new();
+    state.insert("LogGroupName".into(), json!(name));
+    if let Some(days) = group.retention_in_days() {
+        state.insert("RetentionInDays".into(), json!(days));
+    }
+    if let Some(key) = group.kms_key_id() {
+        state.insert("KmsKeyId".into(), json!(key));
+    }
+    if let Some(class) = group.log_group_class()
+        && *class != LogGroupClass::Standard
+    {
+        state.insert("LogGroupClass".into(), json!(class.as_str()));
+    }
+    state
 }
 
 tagging! {

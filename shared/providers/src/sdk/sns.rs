@@ -202,6 +202,21 @@ impl SnsTopicProvider {
         }
     }
 
+    /// The topic's tags.
+    async fn tags(&self, arn: &str) -> Result<Vec<(String, String)>, ProviderError> {
+        let tags = call(&self.retry, "ListTagsForResource", || {
+            self.client
+                .list_tags_for_resource()
+                .resource_arn(arn)
+                .send()
+        })
+        .await?;
+        let tags = tags.tags().iter();
+        Ok(tags
+            .map(|t| (t.key().to_string(), t.value().to_string()))
+            .collect())
+    }
+
     async fn set_attribute(&self, arn: &str, name: &str, value: &str) -> Result<(), ProviderError> {
         call(&self.retry, "SetTopicAttributes", || {
             self.client
@@ -324,36 +339,44 @@ impl SdkResource for SnsTopicProvider {
         attributes(arn)
     }
 
+    /// `GetTopicAttributes` and `ListTagsForResource` at once: both need only the ARN.
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let arn = request.require_physical_id()?;
+        let (found, tags) = tokio::join!(self.find(arn), self.tags(arn));
+        match found? {
+            Some(described) => Ok(state_of(arn, &described, tags?)),
+            None => Ok(CurrentState::NotFound),
+        }
+    }
+
     async fn state(
         &self,
         arn: &str,
         described: Self::Found,
     ) -> Result<CurrentState, ProviderError> {
-        let mut state = Properties::new();
-        state.insert("TopicName".into(), json!(name_of_arn(arn)));
-        for (name, boolean) in ATTRIBUTES {
-            let Some(value) = described.get(*name) else {
-                continue;
-            };
-            if default_of(name) == Some(value.as_str()) {
-                continue;
-            }
-            state.insert((*name).to_string(), template_value(*boolean, value));
-        }
-        let tags = call(&self.retry, "ListTagsForResource", || {
-            self.client
-                .list_tags_for_resource()
-                .resource_arn(arn)
-                .send()
-        })
-        .await?;
-        let tags = tags.tags().iter();
-        insert_tags(
-            &mut state,
-            tags.map(|t| (t.key().to_string(), t.value().to_string())),
-        );
-        Ok(CurrentState::Found(state))
+        Ok(state_of(arn, &described, self.tags(arn).await?))
     }
+}
+
+/// The state of topic `arn` from its attributes and its tags.
+fn state_of(
+    arn: &str,
+    described: &HashMap<String, String>,
+    tags: Vec<(String, String)>,
+) -> CurrentState {
+    let mut state = Properties::new();
+    state.insert("TopicName".into(), json!(name_of_arn(arn)));
+    for (name, boolean) in ATTRIBUTES {
+        let Some(value) = described.get(*name) else {
+            continue;
+        };
+        if default_of(name) == Some(value.as_str()) {
+            continue;
+        }
+        state.insert((*name).to_string(), template_value(*boolean, value));
+    }
+    insert_tags(&mut state, tags);
+    CurrentState::Found(state)
 }
 
 tagging! {

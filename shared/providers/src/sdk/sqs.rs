@@ -202,6 +202,15 @@ impl SqsQueueProvider {
         Ok(missing_as_none(got)?.and_then(|out| out.queue_url().map(str::to_string)))
     }
 
+    /// The queue's tags.
+    async fn tags(&self, url: &str) -> Result<HashMap<String, String>, ProviderError> {
+        let tags = call(&self.retry, "ListQueueTags", || {
+            self.client.list_queue_tags().queue_url(url).send()
+        })
+        .await?;
+        Ok(tags.tags().cloned().unwrap_or_default())
+    }
+
     /// Brings the queue's attributes from `previous` to `props`.
     async fn sync_attributes(
         &self,
@@ -335,29 +344,44 @@ impl SdkResource for SqsQueueProvider {
         attributes(url, arn.map(String::as_str))
     }
 
+    /// `GetQueueAttributes` and `ListQueueTags` at once: both need only the URL.
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let url = request.require_physical_id()?;
+        let (found, tags) = tokio::join!(self.find(url), self.tags(url));
+        match found? {
+            Some(described) => Ok(state_of(url, described, tags?)),
+            None => Ok(CurrentState::NotFound),
+        }
+    }
+
     async fn state(
         &self,
         url: &str,
         described: Self::Found,
     ) -> Result<CurrentState, ProviderError> {
-        let mut state = Properties::new();
-        state.insert("QueueName".into(), json!(name_of_url(url)));
-        for (name, kind) in ATTRIBUTES {
-            let Some(value) = described.get(&QueueAttributeName::from(*name)) else {
-                continue;
-            };
-            if DEFAULTS.iter().any(|(n, d)| n == name && d == value) {
-                continue;
-            }
-            state.insert((*name).to_string(), template_value(*kind, value));
-        }
-        let tags = call(&self.retry, "ListQueueTags", || {
-            self.client.list_queue_tags().queue_url(url).send()
-        })
-        .await?;
-        insert_tags(&mut state, tags.tags().cloned().unwrap_or_default());
-        Ok(CurrentState::Found(state))
+        Ok(state_of(url, described, self.tags(url).await?))
     }
+}
+
+/// The state of queue `url` from its attributes and its tags.
+fn state_of(
+    url: &str,
+    described: HashMap<QueueAttributeName, String>,
+    tags: HashMap<String, String>,
+) -> CurrentState {
+    let mut state = Properties::new();
+    state.insert("QueueName".into(), json!(name_of_url(url)));
+    for (name, kind) in ATTRIBUTES {
+        let Some(value) = described.get(&QueueAttributeName::from(*name)) else {
+            continue;
+        };
+        if DEFAULTS.iter().any(|(n, d)| n == name && d == value) {
+            continue;
+        }
+        state.insert((*name).to_string(), template_value(*kind, value));
+    }
+    insert_tags(&mut state, tags);
+    CurrentState::Found(state)
 }
 
 tagging! {

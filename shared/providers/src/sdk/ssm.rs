@@ -92,6 +92,23 @@ impl SsmParameterProvider {
         Ok(())
     }
 
+    /// The parameter's tags, as a `Key: Value` object.
+    async fn tags(&self, name: &str) -> Result<Map<String, Value>, ProviderError> {
+        let tags = call(&self.retry, "ListTagsForResource", || {
+            self.client
+                .list_tags_for_resource()
+                .resource_type(ResourceTypeForTagging::Parameter)
+                .resource_id(name)
+                .send()
+        })
+        .await?;
+        Ok(tags
+            .tag_list()
+            .iter()
+            .map(|t| (t.key().to_string(), json!(t.value())))
+            .collect())
+    }
+
     /// The parameter's description, tier and pattern, from `DescribeParameters`.
     async fn describe(&self, name: &str, state: &mut Properties) -> Result<(), ProviderError> {
         let filter = ParameterStringFilter::builder()
@@ -236,35 +253,55 @@ impl SdkResource for SsmParameterProvider {
         attributes(&found.kind, &found.value)
     }
 
-    async fn state(&self, name: &str, found: Parameter) -> Result<CurrentState, ProviderError> {
-        let mut state = Properties::new();
-        state.insert("Name".into(), json!(name));
-        state.insert("Type".into(), json!(found.kind));
-        state.insert("Value".into(), json!(found.value));
-        self.describe(name, &mut state).await?;
-        if let Some(d) = found.data_type
-            && d != "text"
-        {
-            state.insert("DataType".into(), json!(d));
+    /// `GetParameter`, `DescribeParameters` and `ListTagsForResource` at once: each needs
+    /// only the name.
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let name = request.require_physical_id()?;
+        let mut described = Properties::new();
+        let (found, listed, tags) = tokio::join!(
+            self.find(name),
+            self.describe(name, &mut described),
+            self.tags(name)
+        );
+        match found? {
+            Some(found) => {
+                listed?;
+                Ok(state_of(name, found, described, tags?))
+            }
+            None => Ok(CurrentState::NotFound),
         }
-        let tags = call(&self.retry, "ListTagsForResource", || {
-            self.client
-                .list_tags_for_resource()
-                .resource_type(ResourceTypeForTagging::Parameter)
-                .resource_id(name)
-                .send()
-        })
-        .await?;
-        let tags: Map<String, Value> = tags
-            .tag_list()
-            .iter()
-            .map(|t| (t.key().to_string(), json!(t.value())))
-            .collect();
-        if !tags.is_empty() {
-            state.insert("Tags".into(), Value::Object(tags));
-        }
-        Ok(CurrentState::Found(state))
     }
+
+    async fn state(&self, name: &str, found: Parameter) -> Result<CurrentState, ProviderError> {
+        let mut described = Properties::new();
+        let (listed, tags) = tokio::join!(self.describe(name, &mut described), self.tags(name));
+        listed?;
+        Ok(state_of(name, found, described, tags?))
+    }
+}
+
+/// The state of parameter `name`: what `GetParameter` found, what `DescribeParameters`
+/// added (`described`) and its tags.
+fn state_of(
+    name: &str,
+    found: Parameter,
+    described: Properties,
+    tags: Map<String, Value>,
+) -> CurrentState {
+    let mut state = Properties::new();
+    state.insert("Name".into(), json!(name));
+    state.insert("Type".into(), json!(found.kind));
+    state.insert("Value".into(), json!(found.value));
+    state.extend(described);
+    if let Some(d) = found.data_type
+        && d != "text"
+    {
+        state.insert("DataType".into(), json!(d));
+    }
+    if !tags.is_empty() {
+        state.insert("Tags".into(), Value::Object(tags));
+    }
+    CurrentState::Found(state)
 }
 
 tagging! {
