@@ -135,12 +135,15 @@ async fn a_wide_stack_under_a_rate_limit_finishes_with_few_retries() {
         destroy_throttled <= bound,
         "destroy: {destroy_throttled} retries"
     );
-    assert!(
-        deploy_notes
-            .iter()
-            .any(|n| n.contains("throttled a call: at most 32")),
-        "{deploy_notes:?}"
-    );
+    // The first cut halves the starting limit (64), or a little more once it grew.
+    let cut_below_start = |n: &String| {
+        n.split("throttled a call: at most ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|limit| limit.parse::<u32>().ok())
+            .is_some_and(|limit| limit < 64)
+    };
+    assert!(deploy_notes.iter().any(cut_below_start), "{deploy_notes:?}");
 
     // The events say the same: every throttled call, by service.
     let events: Vec<Event> = store
