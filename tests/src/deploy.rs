@@ -149,3 +149,20 @@ pub fn summary(r: &StackReport) -> String {
         rollback.unwrap_or_default()
     )
 }
+
+/// The checks both Step Functions paths (activities and Lambda) make after deploying
+/// their five-resource scenario (`A` a queue whose URL is output `QueueUrl`, `C` a
+/// parameter holding `B`'s physical id): five resources recorded and the lock released.
+/// Returns the queue's URL, for the caller to find in AWS.
+pub fn deployed_scenario(state: &stackflow_events::projection::StackState) -> String {
+    assert_eq!(state.resources.len(), 5, "{state:#?}");
+    assert!(state.lock.is_none(), "the lock is released");
+    assert_eq!(
+        state.resources["C"].properties["Value"],
+        serde_json::json!(state.resources["B"].physical_id)
+    );
+    state.outputs["QueueUrl"]
+        .as_str()
+        .expect("the QueueUrl output")
+        .to_string()
+}

@@ -43,14 +43,8 @@ async fn deploy_failing_deploy_and_destroy_run_as_executions() {
     assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
     let stream = StreamId::new("us-east-1", &stack);
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
-    assert_eq!(state.resources.len(), 5);
-    assert!(state.lock.is_none(), "the lock is released");
-    let queue = state.outputs["QueueUrl"].as_str().unwrap().to_string();
+    let queue = stackflow_tests::deploy::deployed_scenario(&state);
     assert!(rig.queue_exists(&queue).await);
-    assert_eq!(
-        state.resources["C"].properties["Value"],
-        json!(state.resources["B"].physical_id)
-    );
 
     // The same template again: no changes, the execution ends at once.
     let (status, _, error) = rig.deploy(&input(&stack, v1)).await;
