@@ -2,6 +2,7 @@
 
 pub(crate) mod common;
 pub mod dynamodb;
+pub mod ec2;
 pub mod iam;
 pub mod lambda;
 pub mod logs;
