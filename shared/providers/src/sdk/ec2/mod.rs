@@ -1,2 +1,3 @@
 //! The EC2 network family through the EC2 API: one file per resource type, and what they
 //! share (tag specifications, the stack's own marks, waits) in `common`.
+pub(crate) mod common;
