@@ -151,7 +151,9 @@ pub fn template_tags(tags: &[Tag]) -> Vec<(String, String)> {
 /// `DependencyViolation` (a dependent still being released, e.g. an interface leaving a
 /// subnet) is transient, and the codes that say the thing is there already
 /// (`RouteAlreadyExists`, `Resource.AlreadyAssociated`, `InvalidPermission.Duplicate`)
-/// are [`ProviderError::AlreadyExists`]. (`Invalid...ID.NotFound` is already NotFound.)
+/// are [`ProviderError::AlreadyExists`]; `Gateway.NotAttached` (a detach of what is
+/// detached already) is [`ProviderError::NotFound`]. (`Invalid...ID.NotFound` is already
+/// NotFound.)
 pub fn ec2_error<E>(what: &str, error: SdkError<E, HttpResponse>) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -163,6 +165,7 @@ where
         Some(
             "RouteAlreadyExists" | "Resource.AlreadyAssociated" | "InvalidPermission.Duplicate",
         ) => ProviderError::AlreadyExists(classified.message().into()),
+        Some("Gateway.NotAttached") => ProviderError::NotFound(classified.message().into()),
         _ => classified,
     }
 }
