@@ -537,3 +537,108 @@ async fn cloudcontrol_resource_of_another_owner_is_not_taken_over() {
     let versioning = s3.get_bucket_versioning().bucket(&sdk_made).send().await;
     assert_eq!(versioning.expect("GetBucketVersioning").status(), None);
 }
+
+#[tokio::test]
+async fn secret_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::secretsmanager::SecretProvider;
+    let sm = aws_sdk_secretsmanager::Client::new(&config().await);
+    let name = unique_name("theirs");
+    let made = sm
+        .create_secret()
+        .name(&name)
+        .secret_string("their value")
+        .send()
+        .await
+        .expect("CreateSecret");
+    let arn = made.arn().expect("an ARN").to_string();
+    let provider = SecretProvider::new(sm.clone());
+    let template = json!({"Name": name, "SecretString": "our value"});
+    let req = request("Secret", "AWS::SecretsManager::Secret", template);
+    let what = format!("AWS::SecretsManager::Secret {name}");
+    refused_then_found(&provider, &req, &what, "secret", &arn).await;
+    let got = sm.get_secret_value().secret_id(&arn).send().await;
+    let got = got.expect("GetSecretValue");
+    assert_eq!(got.secret_string(), Some("their value"));
+
+    let free = unique_name("ours");
+    let template = json!({"Name": free, "SecretString": "our value"});
+    let req = request("Secret", "AWS::SecretsManager::Secret", template);
+    let what = format!("AWS::SecretsManager::Secret {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "secret").await;
+}
+
+#[tokio::test]
+async fn kms_alias_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::kms::KmsAliasProvider;
+    let kms = aws_sdk_kms::Client::new(&config().await);
+    let mut keys = Vec::new();
+    for _ in 0..2 {
+        let made = kms.create_key().send().await.expect("CreateKey");
+        keys.push(made.key_metadata().expect("metadata").key_id().to_string());
+    }
+    let name = format!("alias/{}", unique_name("theirs"));
+    kms.create_alias()
+        .alias_name(&name)
+        .target_key_id(&keys[0])
+        .send()
+        .await
+        .expect("CreateAlias");
+    let provider = KmsAliasProvider::new(kms.clone());
+    let req = request(
+        "Alias",
+        "AWS::KMS::Alias",
+        json!({"AliasName": name, "TargetKeyId": keys[1]}),
+    );
+    let what = format!("AWS::KMS::Alias {name}");
+    refused_then_found(&provider, &req, &what, "alias", &name).await;
+    let got = kms.describe_key().key_id(&name).send().await;
+    let target = got.expect("DescribeKey").key_metadata().cloned();
+    assert_eq!(target.expect("metadata").key_id(), keys[0]);
+
+    let free = format!("alias/{}", unique_name("ours"));
+    let req = request(
+        "Alias",
+        "AWS::KMS::Alias",
+        json!({"AliasName": free, "TargetKeyId": keys[1]}),
+    );
+    let what = format!("AWS::KMS::Alias {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "alias").await;
+}
+
+#[tokio::test]
+async fn ecs_cluster_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::ecs::EcsClusterProvider;
+    let ecs = aws_sdk_ecs::Client::new(&config().await);
+    let name = unique_name("theirs");
+    let tag = aws_sdk_ecs::types::Tag::builder()
+        .key("owner")
+        .value("other")
+        .build();
+    let made = ecs
+        .create_cluster()
+        .cluster_name(&name)
+        .tags(tag)
+        .send()
+        .await
+        .expect("CreateCluster");
+    let provider = EcsClusterProvider::new(ecs.clone());
+    // CreateCluster would answer the existing cluster: only the look-up refuses it.
+    let template = json!({"ClusterName": name, "Tags": [{"Key": "team", "Value": "stack"}]});
+    let req = request("Cluster", "AWS::ECS::Cluster", template);
+    let what = format!("AWS::ECS::Cluster {name}");
+    refused_then_found(&provider, &req, &what, "cluster", &name).await;
+    let arn = made
+        .cluster()
+        .and_then(|c| c.cluster_arn())
+        .expect("an ARN");
+    let tags = ecs.list_tags_for_resource().resource_arn(arn).send().await;
+    let tags = tags.expect("ListTagsForResource");
+    let tags: Vec<(Option<&str>, Option<&str>)> =
+        tags.tags().iter().map(|t| (t.key(), t.value())).collect();
+    assert_eq!(tags, [(Some("owner"), Some("other"))]);
+
+    let free = unique_name("ours");
+    let req = request("Cluster", "AWS::ECS::Cluster", json!({"ClusterName": free}));
+    let what = format!("AWS::ECS::Cluster {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "cluster").await;
+}

@@ -139,6 +139,7 @@ impl Providers {
             sdk::lambda::TYPE,
             Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
         );
+        register_secrets_keys_clusters(&mut registry, config);
         let cloud_control = Arc::new(
             CloudControlProvider::new(aws_sdk_cloudcontrol::Client::new(config))
                 .with_role_arn(role_arn),
@@ -151,6 +152,37 @@ impl Providers {
             cloud_control,
             custom,
         }
+    }
+}
+
+/// The providers of Secrets Manager secrets, KMS keys and aliases, and ECS clusters.
+fn register_secrets_keys_clusters(registry: &mut Registry, config: &SdkConfig) {
+    use sdk::{ecs, kms, secretsmanager};
+    let kms_client = aws_sdk_kms::Client::new(config);
+    let providers: [(&str, Arc<dyn Provider>); 4] = [
+        (
+            secretsmanager::TYPE,
+            Arc::new(secretsmanager::SecretProvider::new(
+                aws_sdk_secretsmanager::Client::new(config),
+            )),
+        ),
+        (
+            kms::key::TYPE,
+            Arc::new(kms::KmsKeyProvider::new(kms_client.clone())),
+        ),
+        (
+            kms::alias::TYPE,
+            Arc::new(kms::KmsAliasProvider::new(kms_client)),
+        ),
+        (
+            ecs::TYPE,
+            Arc::new(ecs::EcsClusterProvider::new(aws_sdk_ecs::Client::new(
+                config,
+            ))),
+        ),
+    ];
+    for (resource_type, provider) in providers {
+        registry.register(resource_type, provider);
     }
 }
 

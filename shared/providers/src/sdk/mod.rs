@@ -3,10 +3,13 @@
 pub(crate) mod common;
 pub mod dynamodb;
 pub mod ec2;
+pub mod ecs;
 pub mod iam;
+pub mod kms;
 pub mod lambda;
 pub mod logs;
 pub mod s3;
+pub mod secretsmanager;
 pub mod sns;
 pub mod sqs;
 pub mod ssm;
