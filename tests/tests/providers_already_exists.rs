@@ -642,3 +642,65 @@ async fn ecs_cluster_of_another_owner_is_not_taken_over() {
     let what = format!("AWS::ECS::Cluster {free}");
     fresh_name_made_then_replay_found(&provider, req, &what, "cluster").await;
 }
+
+#[tokio::test]
+async fn security_group_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::ec2::security_group::SecurityGroupProvider;
+    let ec2 = aws_sdk_ec2::Client::new(&config().await);
+    let vpc = ec2.create_vpc().cidr_block("10.9.0.0/16").send().await;
+    let vpc = vpc
+        .expect("CreateVpc")
+        .vpc
+        .and_then(|v| v.vpc_id)
+        .expect("id");
+    let name = unique_name("their-sg");
+    let theirs = ec2
+        .create_security_group()
+        .group_name(&name)
+        .description("theirs")
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .expect("CreateSecurityGroup");
+    let theirs = theirs.group_id.expect("group id");
+    let provider = SecurityGroupProvider::new(ec2.clone());
+    let template = json!({"GroupName": name, "GroupDescription": "mine", "VpcId": vpc});
+    let req = request("Sg", "AWS::EC2::SecurityGroup", template);
+    let what = format!("AWS::EC2::SecurityGroup {name}");
+    refused_then_found(&provider, &req, &what, "security group", &theirs).await;
+    let held = ec2
+        .describe_security_groups()
+        .group_ids(&theirs)
+        .send()
+        .await;
+    let held = held
+        .expect("DescribeSecurityGroups")
+        .security_groups
+        .unwrap_or_default();
+    assert_eq!(held[0].description(), Some("theirs"), "untouched");
+    assert!(held[0].tags().is_empty(), "untagged");
+    let free = json!({"GroupName": unique_name("my-sg"), "GroupDescription": "mine",
+        "VpcId": vpc});
+    let free_req = request("Sg", "AWS::EC2::SecurityGroup", free.clone());
+    let what = format!(
+        "AWS::EC2::SecurityGroup {}",
+        free["GroupName"].as_str().unwrap_or_default()
+    );
+    let made = provider
+        .create(&free_req)
+        .await
+        .expect("a free name is made");
+    let mut other = free_req.clone();
+    other.token = unique_name("token");
+    refused_then_found(
+        &provider,
+        &other,
+        &what,
+        "security group",
+        &made.physical_id,
+    )
+    .await;
+    let mut mine = free_req;
+    mine.physical_id = Some(made.physical_id);
+    assert_eq!(provider.delete(&mine).await.expect("delete"), Deleted::Done);
+}

@@ -95,6 +95,7 @@ impl Providers {
             .retry_config(aws_sdk_cloudcontrol::config::retry::RetryConfig::disabled())
             .build();
         let mut registry = Registry::new();
+        register_ec2_edge(&mut registry, &aws_sdk_ec2::Client::new(config));
         let ssm = aws_sdk_ssm::Client::new(config);
         let s3 = s3_client(config);
         let lambda = aws_sdk_lambda::Client::new(config);
@@ -183,6 +184,42 @@ fn register_secrets_keys_clusters(registry: &mut Registry, config: &SdkConfig) {
     ];
     for (resource_type, provider) in providers {
         registry.register(resource_type, provider);
+    }
+}
+
+/// The EC2 providers of addresses, NAT gateways, security groups and their rules, and VPC
+/// endpoints, over one client.
+fn register_ec2_edge(registry: &mut Registry, ec2: &aws_sdk_ec2::Client) {
+    use sdk::ec2::{eip, nat_gateway, security_group, sg_rule, vpc_endpoint};
+    let providers: [(&str, Arc<dyn Provider>); 6] = [
+        (eip::TYPE, Arc::new(eip::EipProvider::new(ec2.clone()))),
+        (
+            nat_gateway::TYPE,
+            Arc::new(nat_gateway::NatGatewayProvider::new(ec2.clone())),
+        ),
+        (
+            security_group::TYPE,
+            Arc::new(security_group::SecurityGroupProvider::new(ec2.clone())),
+        ),
+        (
+            sg_rule::ingress::TYPE,
+            Arc::new(sg_rule::ingress::SecurityGroupIngressProvider::new(
+                ec2.clone(),
+            )),
+        ),
+        (
+            sg_rule::egress::TYPE,
+            Arc::new(sg_rule::egress::SecurityGroupEgressProvider::new(
+                ec2.clone(),
+            )),
+        ),
+        (
+            vpc_endpoint::TYPE,
+            Arc::new(vpc_endpoint::VpcEndpointProvider::new(ec2.clone())),
+        ),
+    ];
+    for (type_name, provider) in providers {
+        registry.register(type_name, provider);
     }
 }
 
