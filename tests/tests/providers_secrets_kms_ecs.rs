@@ -10,12 +10,21 @@
 //! generated password in the template's JSON object, then the template's new string), and
 //! checks that neither the create's and update's answers nor the state hold it.
 //!
-//! What the emulator does not show, so these tests do not prove it:
-//! - KMS: the state after a delete is read back as `PendingDeletion` with the window
-//!   asked for only as far as fakecloud reports `DeletionDate`; the test checks the state.
-//! - ECS: capacity providers (`FARGATE`, `FARGATE_SPOT`) are accepted by name whether or
-//!   not the account has them; the default strategy round trip proves the mapping, not
-//!   that AWS would accept the providers.
+//! The key test checks that the deletion is scheduled with the template's
+//! `PendingWindowInDays` (the key's `DeletionDate` is 7 days ahead).
+//!
+//! Where fakecloud differs from AWS, so these tests do not prove it:
+//! - KMS: a second `ScheduleKeyDeletion` of a key pending deletion succeeds (AWS answers
+//!   `KMSInvalidStateException`, which the provider takes as done after a `DescribeKey`):
+//!   the second delete here proves the outcome, not that path. `GetKeyRotationStatus` of
+//!   an asymmetric key answers "off" (AWS refuses the question; the provider reads that
+//!   as off too).
+//! - ECS: a new cluster reports no settings (AWS reports `containerInsights` `disabled`,
+//!   which the state leaves out); a deleted cluster is `MISSING` at once (AWS keeps it
+//!   `INACTIVE` for a while, which `find` treats as gone). Capacity providers are accepted
+//!   by name: the round trip proves the mapping, not what AWS would accept.
+//! - Secrets Manager: `DeleteSecret` without recovery removes the secret at once on both;
+//!   a secret scheduled for deletion by someone else (recovery window) is not exercised.
 
 use aws_sdk_kms::types::KeyState;
 use serde_json::{Value, json};
@@ -180,6 +189,13 @@ async fn sdk_kms_key_round_trip() {
     let metadata = described.expect("DescribeKey").key_metadata().cloned();
     let metadata = metadata.expect("metadata");
     assert_eq!(metadata.key_state(), Some(&KeyState::PendingDeletion));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock")
+        .as_secs() as i64;
+    let ahead = metadata.deletion_date().expect("a deletion date").secs() - now;
+    let days = ahead as f64 / 86_400.0;
+    assert!((6.9..=7.1).contains(&days), "deletion {days} days ahead");
 }
 
 #[tokio::test]

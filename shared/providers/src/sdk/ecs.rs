@@ -24,6 +24,10 @@
 //!
 //! Calls: a create `DescribeClusters` (named) and `CreateCluster`; an update
 //! `DescribeClusters` (the ARN) and one call per changed part; a delete `DeleteCluster`.
+//!
+//! Emulator (fakecloud 0.51.0): a new cluster reports no settings (AWS reports
+//! `containerInsights` `disabled`; both read as no `ClusterSettings`), and a deleted
+//! cluster is `MISSING` at once where AWS keeps it `INACTIVE` for a while (both are gone).
 
 use std::collections::HashMap;
 

@@ -31,6 +31,10 @@
 //!
 //! Calls: a create `DescribeSecret` (named), `GetRandomPassword` (generated value) and
 //! `CreateSecret`; an update one call per changed part; a delete `DeleteSecret`.
+//!
+//! Emulator (fakecloud 0.51.0): `GetRandomPassword` follows the length and exclusion rules
+//! as AWS does; a secret deleted with a recovery window is still described (with its
+//! `DeletedDate`), as on AWS, and counts as gone here. No workaround was needed.
 
 use std::collections::HashMap;
 

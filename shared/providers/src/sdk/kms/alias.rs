@@ -16,6 +16,9 @@
 //!
 //! Calls: a create `DescribeKey` and `CreateAlias`; an update `UpdateAlias` (none when the
 //! target stays); a delete `DeleteAlias`.
+//!
+//! Emulator (fakecloud 0.51.0): `DescribeKey` of an alias name behaves as on AWS; no
+//! workaround was needed.
 
 use aws_sdk_kms::Client;
 use aws_sdk_kms::types::KeyMetadata;

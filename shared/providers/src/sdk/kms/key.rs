@@ -28,6 +28,11 @@
 //! Calls: a create makes `ListKeys` (per page) and `ListResourceTags` per key, `CreateKey`,
 //! then `EnableKeyRotation` when asked and `DisableKey` for a disabled key; an update one
 //! call per changed property (two for tags at most); a delete one `ScheduleKeyDeletion`.
+//!
+//! Emulator (fakecloud 0.51.0): a second `ScheduleKeyDeletion` of a key pending deletion
+//! succeeds there (AWS answers `KMSInvalidStateException`, handled above), and
+//! `GetKeyRotationStatus` of an asymmetric key answers "off" where AWS refuses the
+//! question (read as off here too).
 
 use std::collections::HashMap;
 
