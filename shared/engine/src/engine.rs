@@ -75,6 +75,16 @@ impl DeployOptions {
         }
     }
 
+    /// The options a rollback of this run goes by: the same concurrency and limits, never
+    /// stopped (a stop asked during the deploy ends it; the rollback still undoes it).
+    pub fn for_rollback(&self) -> DeployOptions {
+        let (_, stop) = watch::channel(false);
+        DeployOptions {
+            stop,
+            ..self.clone()
+        }
+    }
+
     /// The same options with the concurrency pinned at `n` (no adaptation).
     pub fn pinned(mut self, n: usize) -> DeployOptions {
         self.concurrency = n.max(1);

@@ -96,7 +96,7 @@ impl StackReport {
                 Ok(Done::Deleted) => self.deleted += 1,
                 Ok(Done::Retained(_)) => self.retained += 1,
                 Ok(Done::Skipped(why)) => self.skipped.push((id.clone(), why.clone())),
-                Ok(Done::Unchanged) => {}
+                Ok(Done::Unchanged | Done::Undone(_)) => {}
                 Err(f) => self.failures.push(f.clone()),
             }
         }
@@ -141,11 +141,14 @@ pub enum Done {
     /// Looked at again (a resource downstream of an update) and found unchanged: nothing
     /// was done.
     Unchanged,
+    /// A rollback undid a journal entry, and how (`deleted`, `already-gone`,
+    /// `restored`, `retained`).
+    Undone(String),
 }
 
 impl Done {
     /// The outcome as progress lines and task results say it.
-    pub fn word(&self) -> &'static str {
+    pub fn word(&self) -> &str {
         match self {
             Done::Created => "created",
             Done::Updated => "updated",
@@ -154,6 +157,7 @@ impl Done {
             Done::Retained(_) => "retained",
             Done::Skipped(_) => "skipped",
             Done::Unchanged => "unchanged",
+            Done::Undone(how) => how,
         }
     }
 }

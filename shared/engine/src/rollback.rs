@@ -3,13 +3,14 @@
 //! resource is deleted and the old one stays. Run by a failed deploy itself, or later by
 //! `stackflow rollback`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 use stackflow_core::template::Policy;
 use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
-use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent};
+use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent, StackState};
 use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::ProviderError;
 
@@ -18,12 +19,14 @@ use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
-use crate::report::{Failure, RollbackReport, StackReport, StackStatus};
+use crate::report::{Done, Failure, RollbackReport, StackReport, StackStatus};
+use crate::runner::{Subject, Tally, run_phase};
+use crate::schedule::Task;
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic};
 use crate::step::Step;
 
 /// A rollback of a failed deploy's journal.
-pub struct Rollback<'a, S> {
+pub struct Rollback<S> {
     pub(crate) engine: Arc<Engine<S>>,
     pub(crate) stack: String,
     pub(crate) rollback_id: String,
@@ -31,7 +34,24 @@ pub struct Rollback<'a, S> {
     pub(crate) lock_id: String,
     /// The deploy whose journal is undone.
     pub(crate) deploy_id: String,
-    pub(crate) recorder: &'a Recorder<S>,
+    pub(crate) recorder: Arc<Recorder<S>>,
+    /// The concurrency and the services' limits the undos run under (a failed deploy's
+    /// own, so what its throttling taught carries over).
+    pub(crate) options: DeployOptions,
+}
+
+impl<S> Clone for Rollback<S> {
+    fn clone(&self) -> Self {
+        Rollback {
+            engine: self.engine.clone(),
+            stack: self.stack.clone(),
+            rollback_id: self.rollback_id.clone(),
+            lock_id: self.lock_id.clone(),
+            deploy_id: self.deploy_id.clone(),
+            recorder: self.recorder.clone(),
+            options: self.options.clone(),
+        }
+    }
 }
 
 /// A rollback that owns its recorder (the `rollback` command).
@@ -40,7 +60,7 @@ pub struct OwnedRollback<S> {
     stack: String,
     rollback_id: String,
     deploy_id: Option<String>,
-    recorder: Recorder<S>,
+    recorder: Arc<Recorder<S>>,
 }
 
 /// What undoing one entry means.
@@ -102,8 +122,10 @@ impl Undo {
     }
 }
 
-impl<S: EventStore + 'static> Rollback<'_, S> {
-    /// Undoes every entry not undone yet, last first, and records the end.
+impl<S: EventStore + 'static> Rollback<S> {
+    /// Undoes every entry not undone yet and records the end. Entries are undone as the
+    /// deploy's own dependencies allow, in reverse ([`undo_tasks`]): at most the options'
+    /// concurrency at once, under the services' limits, like the deploy itself.
     pub(crate) async fn undo_all(&self) -> Result<RollbackReport, EngineError> {
         let pre = Precondition::HoldsLock(self.lock_id.clone());
         self.recorder
@@ -117,45 +139,58 @@ impl<S: EventStore + 'static> Rollback<'_, S> {
             )
             .await?;
         let entries: Vec<JournalEntry> = self.recorder.state().journal.to_undo().cloned().collect();
-        let progress = &self.engine.progress;
-        progress.report(ProgressEvent::StackStarted {
+        self.engine.progress.report(ProgressEvent::StackStarted {
             stack: &self.stack,
             operation: "rollback",
             total: entries.len(),
         });
-        let mut report = RollbackReport::default();
-        for entry in entries {
-            let started = Instant::now();
-            let undo = Undo::of(&entry, self.recorder);
-            let id = entry.logical_id.as_str();
-            let ty = undo.resource_type.clone();
-            progress.report(ProgressEvent::ResourceStarted {
-                stack: &self.stack,
-                logical_id: id,
-                resource_type: &ty,
-                action: "undo",
-            });
-            let result = self.undo_one(&entry, undo, &pre).await?;
-            let (outcome, detail) = match &result {
-                Ok(how) => (how.as_str(), None),
-                Err(e) => ("failed", Some(e.message.as_str())),
-            };
-            progress.report(ProgressEvent::ResourceFinished {
-                stack: &self.stack,
-                logical_id: id,
-                resource_type: &ty,
-                outcome,
-                seconds: started.elapsed().as_secs_f64(),
-                detail,
-            });
-            match result {
-                Ok(how) => report.undone.push((id.to_string(), how)),
-                Err(error) => report.failed.push(Failure {
-                    logical_id: id.to_string(),
-                    resource_type: ty,
+        let tasks = undo_tasks(&self.recorder.state(), &entries);
+        let by_task: Arc<HashMap<String, JournalEntry>> =
+            Arc::new(entries.into_iter().map(|e| (task_id(&e), e)).collect());
+        let tally = Tally::default();
+        let this = Arc::new(self.clone());
+        run_phase(
+            &self.engine,
+            &self.stack,
+            &tasks,
+            &self.options,
+            &tally,
+            |id| {
+                let entry = &by_task[id];
+                Subject {
+                    logical_id: entry.logical_id.clone(),
+                    resource_type: Undo::of(entry, &self.recorder).resource_type,
                     action: "undo".into(),
-                    error,
-                }),
+                }
+            },
+            |id| {
+                let (this, by_task, pre) = (this.clone(), by_task.clone(), pre.clone());
+                async move {
+                    let entry = &by_task[&id];
+                    let undo = Undo::of(entry, &this.recorder);
+                    let ty = undo.resource_type.clone();
+                    Ok(match this.undo_one(entry, undo, &pre).await? {
+                        Ok(how) => Ok(Done::Undone(how)),
+                        Err(error) => Err(Failure {
+                            logical_id: entry.logical_id.clone(),
+                            resource_type: ty,
+                            action: "undo".into(),
+                            error,
+                        }),
+                    })
+                }
+            },
+        )
+        .await;
+        tally
+            .throttles
+            .record(&self.recorder, &self.rollback_id, &pre)
+            .await?;
+        let mut report = RollbackReport::default();
+        for (id, result) in tally.into_results()? {
+            match result {
+                Ok(done) => report.undone.push((id, done.word().to_string())),
+                Err(failure) => report.failed.push(failure),
             }
         }
         self.recorder
@@ -182,7 +217,7 @@ impl<S: EventStore + 'static> Rollback<'_, S> {
         let id = &entry.logical_id;
         let resource_type = undo.resource_type.clone();
         let step = Step {
-            rec: self.recorder,
+            rec: &self.recorder,
             pre,
             deploy_id: &self.deploy_id,
             key: ActionKey::new(&self.rollback_id, id, Operation::Undo),
@@ -331,7 +366,7 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
             stack: stack.to_string(),
             rollback_id,
             deploy_id,
-            recorder,
+            recorder: Arc::new(recorder),
         })
     }
 
@@ -350,7 +385,8 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
                     rollback_id: self.rollback_id.clone(),
                     lock_id: self.rollback_id.clone(),
                     deploy_id: deploy_id.clone(),
-                    recorder: &self.recorder,
+                    recorder: self.recorder.clone(),
+                    options: DeployOptions::new(),
                 };
                 r.undo_all().await?
             }
@@ -456,4 +492,50 @@ pub async fn rollback_stack_as<S: EventStore + 'static>(
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The task id of a journal entry (a logical id may have more than one entry).
+fn task_id(entry: &JournalEntry) -> String {
+    format!("{}#{}", entry.logical_id, entry.seq)
+}
+
+/// The undo tasks of `entries`: an entry's undo waits for the undos of every later entry
+/// whose resource depends on it (by the dependencies it has now or had before the
+/// deploy), so a resource is put back or deleted only once nothing the deploy made on
+/// top of it is left. Edges only run from later entries to earlier ones, so the graph
+/// has no cycle whatever the two sets of dependencies say.
+pub(crate) fn undo_tasks(state: &StackState, entries: &[JournalEntry]) -> Vec<Task> {
+    let depends_on = |entry: &JournalEntry| -> Vec<String> {
+        let mut deps: Vec<String> = state
+            .resources
+            .get(&entry.logical_id)
+            .map(|r| r.dependencies.clone())
+            .unwrap_or_default();
+        if let JournalStep::Updated { previous, .. } | JournalStep::Replaced { previous, .. } =
+            &entry.step
+        {
+            deps.extend(previous.dependencies.iter().cloned());
+        }
+        deps
+    };
+    let mut waits: HashMap<String, Vec<String>> = HashMap::new();
+    for later in entries {
+        let deps = depends_on(later);
+        for earlier in entries.iter().filter(|e| e.seq < later.seq) {
+            if deps.contains(&earlier.logical_id) || earlier.logical_id == later.logical_id {
+                waits
+                    .entry(task_id(earlier))
+                    .or_default()
+                    .push(task_id(later));
+            }
+        }
+    }
+    entries
+        .iter()
+        .map(|e| {
+            let id = task_id(e);
+            let deps = waits.remove(&id).unwrap_or_default();
+            Task::new(id, deps)
+        })
+        .collect()
 }

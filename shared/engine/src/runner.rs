@@ -31,9 +31,12 @@ pub(crate) struct Subject {
     pub action: String,
 }
 
+/// One task's logical id and outcome.
+pub(crate) type TaskResult = (String, Result<Done, Failure>);
+
 #[derive(Default)]
 struct TallyInner {
-    results: Vec<(String, Result<Done, Failure>)>,
+    results: Vec<TaskResult>,
     fatal: Option<EngineError>,
     started: HashMap<String, Subject>,
 }
@@ -132,14 +135,18 @@ impl Tally {
         }
     }
 
-    /// Adds what the tasks did to `report`; a fatal error ends the run with it.
-    pub fn into_report(self, report: &mut StackReport) -> Result<(), EngineError> {
+    /// What the tasks did, as (logical id, outcome); a fatal error ends the run with it.
+    pub fn into_results(self) -> Result<Vec<TaskResult>, EngineError> {
         let mut inner = self.lock();
         if let Some(e) = inner.fatal.take() {
             return Err(e);
         }
-        let results = std::mem::take(&mut inner.results);
-        report.tally(&results);
+        Ok(std::mem::take(&mut inner.results))
+    }
+
+    /// Adds what the tasks did to `report`; a fatal error ends the run with it.
+    pub fn into_report(self, report: &mut StackReport) -> Result<(), EngineError> {
+        report.tally(&self.into_results()?);
         Ok(())
     }
 }

@@ -148,7 +148,8 @@ impl<S: EventStore + 'static> Deployment<S> {
                 rollback_id: rollback_of(&self.deploy_id),
                 lock_id: self.deploy_id.clone(),
                 deploy_id: self.deploy_id.clone(),
-                recorder: &self.recorder,
+                recorder: self.recorder.clone(),
+                options: self.options.for_rollback(),
             };
             Some(rollback.undo_all().await?)
         };

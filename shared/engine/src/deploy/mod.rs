@@ -48,7 +48,7 @@ pub struct Deployment<S> {
     /// The deploy id.
     pub deploy_id: String,
     /// The stream and its state.
-    pub recorder: Recorder<S>,
+    pub recorder: Arc<Recorder<S>>,
     /// The plan.
     pub plan: Plan,
     /// The lookups' answers.
@@ -121,7 +121,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             conditions: doc.plan.conditions.clone(),
             input: Arc::new(doc.input),
             deploy_id: doc.deploy_id,
-            recorder,
+            recorder: Arc::new(recorder),
             plan: doc.plan,
             answers: doc.answers,
             imports: doc.imports,

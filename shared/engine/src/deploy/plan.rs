@@ -156,7 +156,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             engine: engine.clone(),
             input: input.clone(),
             deploy_id,
-            recorder,
+            recorder: Arc::new(recorder),
             plan: first,
             answers,
             imports,

@@ -203,7 +203,7 @@ async fn import_one<S: EventStore + 'static>(
         secrets: input.parameters.secret_values(),
         input: input.clone(),
         deploy_id: import_id.clone(),
-        recorder,
+        recorder: Arc::new(recorder),
         plan,
         answers,
         imports,
