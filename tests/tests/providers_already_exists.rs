@@ -704,3 +704,128 @@ async fn security_group_of_another_owner_is_not_taken_over() {
     mine.physical_id = Some(made.physical_id);
     assert_eq!(provider.delete(&mine).await.expect("delete"), Deleted::Done);
 }
+
+/// `PutMetricAlarm` overwrites an alarm of the same name (on AWS and on fakecloud): only
+/// the provider's look-up before the call refuses it.
+#[tokio::test]
+async fn cloudwatch_alarm_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::cloudwatch_alarm::AlarmProvider;
+    let cw = aws_sdk_cloudwatch::Client::new(&config().await);
+    let name = unique_name("theirs");
+    cw.put_metric_alarm()
+        .alarm_name(&name)
+        .alarm_description("theirs")
+        .metric_name("Errors")
+        .namespace("Theirs")
+        .statistic(aws_sdk_cloudwatch::types::Statistic::Sum)
+        .period(60)
+        .evaluation_periods(1)
+        .threshold(1.0)
+        .comparison_operator(aws_sdk_cloudwatch::types::ComparisonOperator::GreaterThanThreshold)
+        .send()
+        .await
+        .expect("PutMetricAlarm");
+    let provider = AlarmProvider::new(cw.clone());
+    let template = |name: &str| {
+        json!({
+            "AlarmName": name,
+            "AlarmDescription": "ours",
+            "MetricName": "Errors",
+            "Namespace": "Ours",
+            "Statistic": "Sum",
+            "Period": 60,
+            "EvaluationPeriods": 1,
+            "Threshold": 5,
+            "ComparisonOperator": "GreaterThanThreshold"
+        })
+    };
+    let req = request("Alarm", "AWS::CloudWatch::Alarm", template(&name));
+    let what = format!("AWS::CloudWatch::Alarm {name}");
+    refused_then_found(&provider, &req, &what, "alarm", &name).await;
+
+    let held = cw.describe_alarms().alarm_names(&name).send().await;
+    let held = held.expect("DescribeAlarms");
+    let alarm = held.metric_alarms().first().expect("the alarm");
+    assert_eq!(alarm.alarm_description(), Some("theirs"));
+    assert_eq!(alarm.threshold(), Some(1.0));
+
+    let free = unique_name("ours");
+    let req = request("Alarm", "AWS::CloudWatch::Alarm", template(&free));
+    let what = format!("AWS::CloudWatch::Alarm {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "alarm").await;
+}
+
+/// `PutRule` overwrites a rule of the same name (on AWS and on fakecloud): only the
+/// provider's look-up before the call refuses it.
+#[tokio::test]
+async fn event_rule_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::events_rule::EventRuleProvider;
+    let events = aws_sdk_eventbridge::Client::new(&config().await);
+    let name = unique_name("theirs");
+    events
+        .put_rule()
+        .name(&name)
+        .description("theirs")
+        .schedule_expression("rate(1 day)")
+        .send()
+        .await
+        .expect("PutRule");
+    let provider = EventRuleProvider::new(events.clone());
+    let template = |name: &str| {
+        json!({
+            "Name": name,
+            "Description": "ours",
+            "ScheduleExpression": "rate(5 minutes)",
+            "Targets": [{"Id": "T", "Arn": "arn:aws:sqs:us-east-1:123456789012:ours"}]
+        })
+    };
+    let req = request("Rule", "AWS::Events::Rule", template(&name));
+    let what = format!("AWS::Events::Rule {name}");
+    refused_then_found(&provider, &req, &what, "rule", &name).await;
+
+    let held = events.describe_rule().name(&name).send().await;
+    let held = held.expect("DescribeRule");
+    assert_eq!(held.description(), Some("theirs"));
+    assert_eq!(held.schedule_expression(), Some("rate(1 day)"));
+    let targets = events.list_targets_by_rule().rule(&name).send().await;
+    assert!(targets.expect("ListTargetsByRule").targets().is_empty());
+
+    let free = unique_name("ours");
+    let req = request("Rule", "AWS::Events::Rule", template(&free));
+    let what = format!("AWS::Events::Rule {free}");
+    fresh_name_made_then_replay_found(&provider, req, &what, "rule").await;
+}
+
+#[tokio::test]
+async fn state_machine_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::stepfunctions::StateMachineProvider;
+    let config = config().await;
+    let sfn = aws_sdk_sfn::Client::new(&config);
+    let iam = aws_sdk_iam::Client::new(&config);
+    let role = their_role(&iam, &unique_name("sfnrole")).await;
+    let name = unique_name("theirs");
+    let theirs = json!({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}});
+    let made = sfn
+        .create_state_machine()
+        .name(&name)
+        .definition(theirs.to_string())
+        .role_arn(&role)
+        .send()
+        .await
+        .expect("CreateStateMachine");
+    let arn = made.state_machine_arn().to_string();
+    let provider = StateMachineProvider::new(sfn.clone());
+    let template = json!({
+        "StateMachineName": name,
+        "Definition": {"StartAt": "B", "States": {"B": {"Type": "Succeed"}}},
+        "RoleArn": role
+    });
+    let req = request("Machine", "AWS::StepFunctions::StateMachine", template);
+    let what = format!("AWS::StepFunctions::StateMachine {name}");
+    refused_then_found(&provider, &req, &what, "state machine", &arn).await;
+
+    let held = sfn.describe_state_machine().state_machine_arn(&arn).send();
+    let held = held.await.expect("DescribeStateMachine");
+    let held: Value = serde_json::from_str(held.definition()).expect("JSON");
+    assert_eq!(held, theirs);
+}

@@ -141,6 +141,7 @@ impl Providers {
             Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
         );
         register_secrets_keys_clusters(&mut registry, config);
+        register_rules_alarms_states(&mut registry, config);
         let cloud_control = Arc::new(
             CloudControlProvider::new(aws_sdk_cloudcontrol::Client::new(config))
                 .with_role_arn(role_arn),
@@ -220,6 +221,34 @@ fn register_ec2_edge(registry: &mut Registry, ec2: &aws_sdk_ec2::Client) {
     ];
     for (type_name, provider) in providers {
         registry.register(type_name, provider);
+    }
+}
+
+/// The providers of EventBridge rules, CloudWatch alarms and Step Functions state machines.
+fn register_rules_alarms_states(registry: &mut Registry, config: &SdkConfig) {
+    use sdk::{cloudwatch_alarm, events_rule, stepfunctions};
+    let providers: [(&str, Arc<dyn Provider>); 3] = [
+        (
+            events_rule::TYPE,
+            Arc::new(events_rule::EventRuleProvider::new(
+                aws_sdk_eventbridge::Client::new(config),
+            )),
+        ),
+        (
+            cloudwatch_alarm::TYPE,
+            Arc::new(cloudwatch_alarm::AlarmProvider::new(
+                aws_sdk_cloudwatch::Client::new(config),
+            )),
+        ),
+        (
+            stepfunctions::TYPE,
+            Arc::new(stepfunctions::StateMachineProvider::new(
+                aws_sdk_sfn::Client::new(config),
+            )),
+        ),
+    ];
+    for (resource_type, provider) in providers {
+        registry.register(resource_type, provider);
     }
 }
 

@@ -70,6 +70,18 @@ fn table() -> &'static [(&'static str, &'static [(&'static str, DefaultValue)])]
                 ("DeletionProtectionEnabled", Bool(false)),
             ],
         ),
+        ("AWS::Events::Rule", &[("State", Text("ENABLED"))]),
+        (
+            "AWS::CloudWatch::Alarm",
+            &[
+                ("ActionsEnabled", Bool(true)),
+                ("TreatMissingData", Text("missing")),
+            ],
+        ),
+        (
+            "AWS::StepFunctions::StateMachine",
+            &[("StateMachineType", Text("STANDARD"))],
+        ),
     ]
 }
 
