@@ -829,3 +829,121 @@ async fn state_machine_of_another_owner_is_not_taken_over() {
     let held: Value = serde_json::from_str(held.definition()).expect("JSON");
     assert_eq!(held, theirs);
 }
+
+/// `AWS::IAM::Policy`: a role that holds an inline policy of the template's `PolicyName`
+/// (put with the plain IAM client) is refused; the document stays theirs.
+#[tokio::test]
+async fn iam_inline_policy_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::iam_policy::IamPolicyProvider;
+    let iam = aws_sdk_iam::Client::new(&config().await);
+    let role = unique_name("holder");
+    their_role(&iam, &role).await;
+    let name = unique_name("theirs");
+    let theirs = json!({"Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]});
+    iam.put_role_policy()
+        .role_name(&role)
+        .policy_name(&name)
+        .policy_document(theirs.to_string())
+        .send()
+        .await
+        .expect("PutRolePolicy");
+    let provider = IamPolicyProvider::new(iam.clone());
+    let template = json!({
+        "PolicyName": name,
+        "PolicyDocument": {"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+        "Roles": [role]
+    });
+    let req = request("Policy", "AWS::IAM::Policy", template);
+    let what = format!("AWS::IAM::Policy {name} (role {role})");
+    refused(&provider, &req, &what, "policy").await;
+    assert!(matches!(
+        provider.import(&req).await.expect("import"),
+        Imported::Found { .. }
+    ));
+    let got = iam.get_role_policy().role_name(&role).policy_name(&name);
+    let got = got.send().await.expect("GetRolePolicy");
+    let document = got.policy_document();
+    assert!(
+        document.contains("s3") && document.contains("GetObject"),
+        "{document}"
+    );
+}
+
+/// `AWS::IAM::ManagedPolicy`: a policy of the template's name made with the plain IAM
+/// client is refused, left unattached and at its one version.
+#[tokio::test]
+async fn iam_managed_policy_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::iam_managed_policy::IamManagedPolicyProvider;
+    let iam = aws_sdk_iam::Client::new(&config().await);
+    let role = unique_name("holder");
+    their_role(&iam, &role).await;
+    let name = unique_name("theirs");
+    let theirs = json!({"Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]});
+    let made = iam
+        .create_policy()
+        .policy_name(&name)
+        .policy_document(theirs.to_string())
+        .send()
+        .await
+        .expect("CreatePolicy");
+    let arn = made
+        .policy()
+        .and_then(|p| p.arn())
+        .expect("an ARN")
+        .to_string();
+    let provider = IamManagedPolicyProvider::new(iam.clone());
+    let template = json!({
+        "ManagedPolicyName": name,
+        "PolicyDocument": {"Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+        "Roles": [role]
+    });
+    let req = request("Managed", "AWS::IAM::ManagedPolicy", template);
+    let what = format!("AWS::IAM::ManagedPolicy {name}");
+    refused_then_found(&provider, &req, &what, "managed policy", &arn).await;
+    let got = iam.get_policy().policy_arn(&arn).send().await;
+    let got = got.expect("GetPolicy");
+    let policy = got.policy().expect("the policy");
+    assert_eq!(policy.default_version_id(), Some("v1"));
+    let attached = iam.list_attached_role_policies().role_name(&role).send();
+    let attached = attached.await.expect("ListAttachedRolePolicies");
+    assert!(attached.attached_policies().is_empty(), "{attached:?}");
+}
+
+/// `AWS::IAM::InstanceProfile`: a profile of the template's name made with the plain IAM
+/// client is refused and keeps its role.
+#[tokio::test]
+async fn iam_instance_profile_of_another_owner_is_not_taken_over() {
+    use stackflow_providers::sdk::iam_instance_profile::IamInstanceProfileProvider;
+    let iam = aws_sdk_iam::Client::new(&config().await);
+    let (theirs, ours) = (unique_name("holder"), unique_name("ours"));
+    their_role(&iam, &theirs).await;
+    their_role(&iam, &ours).await;
+    let name = unique_name("theirs");
+    iam.create_instance_profile()
+        .instance_profile_name(&name)
+        .send()
+        .await
+        .expect("CreateInstanceProfile");
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(&name)
+        .role_name(&theirs)
+        .send()
+        .await
+        .expect("AddRoleToInstanceProfile");
+    let provider = IamInstanceProfileProvider::new(iam.clone());
+    let template = json!({"InstanceProfileName": name, "Roles": [ours]});
+    let req = request("Profile", "AWS::IAM::InstanceProfile", template);
+    let what = format!("AWS::IAM::InstanceProfile {name}");
+    refused_then_found(&provider, &req, &what, "instance profile", &name).await;
+    let got = iam.get_instance_profile().instance_profile_name(&name);
+    let got = got.send().await.expect("GetInstanceProfile");
+    let roles: Vec<&str> = got
+        .instance_profile()
+        .map(|p| p.roles().iter().map(|r| r.role_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(roles, [theirs.as_str()]);
+}

@@ -136,6 +136,23 @@ impl Providers {
                 config,
             ))),
         );
+        let iam = aws_sdk_iam::Client::new(config);
+        registry.register(
+            sdk::iam_policy::TYPE,
+            Arc::new(sdk::iam_policy::IamPolicyProvider::new(iam.clone())),
+        );
+        registry.register(
+            sdk::iam_managed_policy::TYPE,
+            Arc::new(sdk::iam_managed_policy::IamManagedPolicyProvider::new(
+                iam.clone(),
+            )),
+        );
+        registry.register(
+            sdk::iam_instance_profile::TYPE,
+            Arc::new(sdk::iam_instance_profile::IamInstanceProfileProvider::new(
+                iam,
+            )),
+        );
         registry.register(
             sdk::lambda::TYPE,
             Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),

@@ -92,7 +92,7 @@ fn percent_decode(text: &str) -> String {
 
 /// A policy document from IAM as a JSON value: parsed as it comes, else URL-decoded and
 /// parsed, else the text as a string.
-fn document_value(text: &str) -> Value {
+pub(crate) fn document_value(text: &str) -> Value {
     serde_json::from_str(text)
         .or_else(|_| serde_json::from_str(&percent_decode(text)))
         .unwrap_or_else(|_| json!(percent_decode(text)))
