@@ -159,6 +159,7 @@ impl Providers {
         );
         register_secrets_keys_clusters(&mut registry, config);
         register_rules_alarms_states(&mut registry, config);
+        register_ec2_network(&mut registry, config);
         let cloud_control = Arc::new(
             CloudControlProvider::new(aws_sdk_cloudcontrol::Client::new(config))
                 .with_role_arn(role_arn),
@@ -266,6 +267,46 @@ fn register_rules_alarms_states(registry: &mut Registry, config: &SdkConfig) {
     ];
     for (resource_type, provider) in providers {
         registry.register(resource_type, provider);
+    }
+}
+
+/// The EC2 providers of the network itself: VPCs, subnets, internet gateways and their
+/// attachments, route tables, routes and subnet route table associations, over one client.
+fn register_ec2_network(registry: &mut Registry, config: &SdkConfig) {
+    use sdk::ec2::{gateway_attachment, internet_gateway, route, route_table};
+    use sdk::ec2::{route_table_association, subnet, vpc};
+    let ec2 = aws_sdk_ec2::Client::new(config);
+    let providers: [(&str, Arc<dyn Provider>); 7] = [
+        (vpc::TYPE, Arc::new(vpc::VpcProvider::new(ec2.clone()))),
+        (
+            subnet::TYPE,
+            Arc::new(subnet::SubnetProvider::new(ec2.clone())),
+        ),
+        (
+            internet_gateway::TYPE,
+            Arc::new(internet_gateway::InternetGatewayProvider::new(ec2.clone())),
+        ),
+        (
+            gateway_attachment::TYPE,
+            Arc::new(gateway_attachment::VpcGatewayAttachmentProvider::new(
+                ec2.clone(),
+            )),
+        ),
+        (
+            route_table::TYPE,
+            Arc::new(route_table::RouteTableProvider::new(ec2.clone())),
+        ),
+        (
+            route::TYPE,
+            Arc::new(route::RouteProvider::new(ec2.clone())),
+        ),
+        (
+            route_table_association::TYPE,
+            Arc::new(route_table_association::SubnetRouteTableAssociationProvider::new(ec2)),
+        ),
+    ];
+    for (type_name, provider) in providers {
+        registry.register(type_name, provider);
     }
 }
 

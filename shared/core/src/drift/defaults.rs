@@ -14,6 +14,15 @@ fn table() -> &'static [(&'static str, &'static [(&'static str, DefaultValue)])]
     use DefaultValue::{Bool, Int, Text};
     &[
         (
+            "AWS::EC2::VPC",
+            &[
+                ("InstanceTenancy", Text("default")),
+                ("EnableDnsSupport", Bool(true)),
+                ("EnableDnsHostnames", Bool(false)),
+            ],
+        ),
+        ("AWS::EC2::Subnet", &[("MapPublicIpOnLaunch", Bool(false))]),
+        (
             "AWS::IAM::Role",
             &[
                 ("Path", Text("/")),
