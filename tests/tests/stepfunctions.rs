@@ -455,6 +455,12 @@ async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
         .unwrap();
     assert_eq!(released["released"], json!(true));
     assert_eq!(released["deployId"], json!(deploy_id));
+    // What it recorded is in its answer, for the Stack Deploy Failed event.
+    assert_eq!(released["recorded"]["kind"], json!("failed"));
+    assert_eq!(
+        released["recorded"]["error"]["name"],
+        json!("Stackflow.Aws")
+    );
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
     assert!(state.lock.is_none(), "the lock is released");
     let why = rig
@@ -481,5 +487,6 @@ async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
         .unwrap()
         .unwrap();
     assert_eq!(again["released"], json!(false));
+    assert!(again.get("recorded").is_none(), "{again}");
     let _ = rig.stop.send(true);
 }

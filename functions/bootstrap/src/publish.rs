@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 use stackflow_engine::sfn::triggers::drift_check::DriftChecks;
-use stackflow_engine::tasks::{DeployRef, Ended};
+use stackflow_engine::tasks::{DeployRef, Ended, Recorded, Released, RunKind};
 
 /// The events' source.
 pub const SOURCE: &str = "stackflow";
@@ -84,6 +84,10 @@ pub fn events_for(task: &str, output: &Value) -> Vec<OutEvent> {
             )],
             Err(_) => vec![],
         },
+        "Release" => match serde_json::from_value::<Released>(output.clone()) {
+            Ok(r) => released(r),
+            Err(_) => vec![],
+        },
         "DriftCheck" => match serde_json::from_value::<DriftChecks>(output.clone()) {
             Ok(c) => drift_events(c),
             Err(_) => vec![],
@@ -117,6 +121,33 @@ fn deploy_ended(e: Ended) -> Vec<OutEvent> {
         ));
     }
     out
+}
+
+/// A run that could not end as planned (its Plan or Fail, or a rollback, failed for
+/// good) and whose lock Release let go: the failure it recorded there is published as
+/// Fail would have. A destroy's is not (no destroy event is published).
+fn released(r: Released) -> Vec<OutEvent> {
+    let Some(recorded) = r.recorded else {
+        return vec![];
+    };
+    match (r.run, recorded) {
+        (Some(RunKind::Destroy), _) => vec![],
+        (None, Recorded::Failed { error }) => vec![event(
+            DEPLOY_FAILED,
+            json!({"stack": r.stack, "deployId": r.deploy_id, "error": error,
+                   "rolledBack": false}),
+        )],
+        (_, Recorded::RollbackStopped { deploy_id, error }) => vec![event(
+            ROLLBACK_FINISHED,
+            json!({"stack": r.stack, "deployId": deploy_id, "status": "failed",
+                   "error": error}),
+        )],
+        (Some(RunKind::Rollback), Recorded::Failed { error }) => vec![event(
+            ROLLBACK_FINISHED,
+            json!({"stack": r.stack, "deployId": r.deploy_id, "status": "failed",
+                   "error": error}),
+        )],
+    }
 }
 
 fn drift_events(checks: DriftChecks) -> Vec<OutEvent> {
@@ -259,19 +290,35 @@ mod tests {
 
     #[test]
     fn other_tasks_publish_nothing() {
-        for task in [
-            "Gate",
-            "Provision",
-            "Conclude",
-            "Release",
-            "Start",
-            "PipelineJob",
-        ] {
+        for task in ["Gate", "Provision", "Conclude", "Start", "PipelineJob"] {
             assert!(
                 events_for(task, &json!({"stack": "a"})).is_empty(),
                 "{task}"
             );
         }
+    }
+
+    #[test]
+    fn release_says_what_it_recorded() {
+        let error = json!({"name": "Stackflow.Aws", "message": "the execution could not end"});
+        let failed = json!({"stack": "orders", "deployId": "d-1", "released": true,
+            "recorded": {"kind": "failed", "error": error}});
+        let e = events_for("Release", &failed);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].detail_type, DEPLOY_FAILED);
+        assert_eq!(e[0].detail["error"]["name"], "Stackflow.Aws");
+        assert_eq!(e[0].detail["rolledBack"], false);
+        let stopped = json!({"stack": "orders", "deployId": "d-1", "released": true,
+            "recorded": {"kind": "rollback-stopped", "deployId": "d-1", "error": error}});
+        let e = events_for("Release", &stopped);
+        assert_eq!(e[0].detail_type, ROLLBACK_FINISHED);
+        assert_eq!(e[0].detail["status"], "failed");
+        // Nothing recorded (the lock was not held), or a destroy's: nothing published.
+        let nothing = json!({"stack": "orders", "deployId": "d-1", "released": false});
+        assert!(events_for("Release", &nothing).is_empty());
+        let destroy = json!({"stack": "orders", "deployId": "x-1", "released": true,
+            "run": "destroy", "recorded": {"kind": "failed", "error": error}});
+        assert!(events_for("Release", &destroy).is_empty());
     }
 
     /// The samples of `events/out/` are events as this module writes them: source

@@ -62,6 +62,50 @@ pub struct Released {
     pub deploy_id: String,
     /// True when this task released the lock (false: the deploy did not hold it).
     pub released: bool,
+    /// The run's kind (absent: a deploy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunKind>,
+    /// What this task recorded before it released the lock (absent: nothing), so that
+    /// the failure is also published as an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Recorded>,
+}
+
+/// What Release recorded for a run that could not end as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Recorded {
+    /// The run failed (`DeployFailed`), with the caught error.
+    Failed {
+        /// The error, as recorded.
+        error: ErrorInfo,
+    },
+    /// The rollback of `deploy_id` stopped before its end (`RollbackFinished`,
+    /// incomplete).
+    RollbackStopped {
+        /// The deploy whose journal was being undone.
+        #[serde(rename = "deployId")]
+        deploy_id: String,
+        /// The error, as recorded.
+        error: ErrorInfo,
+    },
+}
+
+impl Recorded {
+    fn of(event: &Event) -> Option<Recorded> {
+        match event {
+            Event::DeployFailed { error, .. } => Some(Recorded::Failed {
+                error: error.clone(),
+            }),
+            Event::RollbackFinished {
+                deploy_id, errors, ..
+            } => Some(Recorded::RollbackStopped {
+                deploy_id: deploy_id.clone(),
+                error: errors.first().cloned()?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The caught error as the stream records it.
@@ -101,10 +145,12 @@ impl<S: EventStore + 'static> Tasks<S> {
             .lock
             .as_ref()
             .is_some_and(|h| h.deploy_id == run_id && !run_id.is_empty());
-        let out = Released {
+        let mut out = Released {
             stack: req.stack.clone(),
             deploy_id: run_id.clone(),
             released: holds,
+            run: req.run,
+            recorded: None,
         };
         if !holds {
             return Ok(out);
@@ -119,6 +165,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         let error = caught(req.error.as_ref());
         let pre = Precondition::HoldsLock(run_id.clone());
         if let Some((key, event)) = why(&events, &run_id, req.run, error) {
+            out.recorded = Recorded::of(&event);
             rec.append(key, event, &pre)
                 .await
                 .map_err(EngineError::from)?;

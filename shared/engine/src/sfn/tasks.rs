@@ -23,7 +23,7 @@ pub use super::payloads::{
     DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, RolledBack,
     RunKind, RunRequest, StackRequest, Waiting,
 };
-pub use super::release::{ReleaseRequest, Released};
+pub use super::release::{Recorded, ReleaseRequest, Released};
 
 use super::artifacts::prefix;
 use super::deadline::{task_deadline, within};
