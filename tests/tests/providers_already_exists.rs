@@ -35,6 +35,7 @@ use stackflow_providers::sdk::iam::IamRoleProvider;
 use stackflow_providers::sdk::lambda::{LambdaFunctionProvider, zip_single_file};
 use stackflow_providers::sdk::logs::LogGroupProvider;
 use stackflow_providers::sdk::s3::S3BucketProvider;
+use stackflow_providers::sdk::s3_bucket_policy::S3BucketPolicyProvider;
 use stackflow_providers::sdk::sns::SnsTopicProvider;
 use stackflow_providers::sdk::{SqsQueueProvider, SsmParameterProvider};
 use stackflow_providers::{
@@ -947,3 +948,5 @@ async fn iam_instance_profile_of_another_owner_is_not_taken_over() {
         .unwrap_or_default();
     assert_eq!(roles, [theirs.as_str()]);
 }
+
+/// `AWS::S3::BucketPolicy`: the bucket names it, and a bucket holds one policy. A bucket

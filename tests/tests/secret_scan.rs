@@ -10,7 +10,8 @@
 //!
 //! The secrets come from each kind of source: a Secrets Manager secret (a plain string,
 //! and a key of a JSON one), an SSM `SecureString` (`ssm-secure`), and `NoEcho`
-//! parameters; they reach AWS directly, in tags, inside a JSON document built by
+//! parameters; they reach AWS directly, as the value of a Secrets Manager secret the
+//! stack makes (its SDK provider), in tags, inside a JSON document built by
 //! `Fn::Sub`, inside a longer string, through `Fn::GetAtt` of a masked attribute, and
 //! through `Fn::Base64`, `Fn::Sub`, `Fn::Join` and `Fn::Select`/`Fn::Split`; and in
 //! outputs. A failing call whose error quotes the value it was sent (SSM's
@@ -175,6 +176,16 @@ fn refused(name: String, value: Value, after: &[&str]) -> Value {
     p
 }
 
+/// An `AWS::SecretsManager::Secret` named after `name` (without its leading `/`) whose
+/// `SecretString` is `value`.
+fn secret(name: String, value: Value) -> Value {
+    let name = name.trim_start_matches('/');
+    json!({
+        "Type": "AWS::SecretsManager::Secret",
+        "Properties": {"Name": name, "Description": "a copy", "SecretString": value}
+    })
+}
+
 fn no_echo() -> Value {
     json!({"Type": "String", "NoEcho": true})
 }
@@ -198,6 +209,7 @@ fn secrets_template(src: &Sources, stack: &str) -> Value {
             "Embedded": param(n("embedded"), json!(format!("prefix-{}-suffix", src.sm_plain_ref()))),
             "NestedJson": param(n("nested-json"), json!({"Fn::Sub": nested})),
             "Tagged": tagged,
+            "SmCopy": secret(n("sm-copy"), json!(src.sm_json_ref())),
             "FromAttr": param(n("from-attr"), json!({"Fn::GetAtt": ["SsmSecure", "Value"]})),
             "NoEcho": param(n("noecho"), json!({"Ref": "Pw"})),
             "NoEchoBase64": param(n("noecho-b64"), json!({"Fn::Base64": {"Fn::Sub": "pw:${Pw}"}})),
@@ -332,6 +344,24 @@ async fn control_secrets_stack(ssm: &aws_sdk_ssm::Client, s: &Secrets, src: &Sou
     );
 }
 
+/// Positive control of the Secrets Manager secret of scenario 1: it holds the JSON key it
+/// was given from another secret (the message never shows either value).
+async fn control_secret_copy(s: &Secrets, src: &Sources) {
+    let config = Emulator::shared().await.sdk_config().await;
+    let sm = aws_sdk_secretsmanager::Client::new(&config);
+    let name = src.name("a", "sm-copy");
+    let got = sm
+        .get_secret_value()
+        .secret_id(name.trim_start_matches('/'))
+        .send()
+        .await;
+    let got = got.ok().and_then(|g| g.secret_string().map(str::to_string));
+    assert!(
+        got.as_deref() == Some(s.sm_json.as_str()),
+        "positive control: the secret {name} does not hold the JSON key of its source"
+    );
+}
+
 /// `state show` and `events`, as text and as JSON; returns the `events --json` run.
 fn show_everything(cli: &Cli, s: &Secrets, stack: &str) -> Run {
     expect(s, cli.run(&["state", "show", "--stack", stack, "-vv"]), 0);
@@ -392,6 +422,7 @@ async fn secrets_stack(
     let deploy = ["deploy", path.as_str(), "--stack", &stack, "-vv"];
     expect(s, cli.run(&args(&deploy, &params)), 0);
     control_secrets_stack(ssm, s, src).await;
+    control_secret_copy(s, src).await;
     let again = ["deploy", path.as_str(), "--stack", &stack, "--json", "-vv"];
     let again = expect(s, cli.run(&args(&again, &params)), 0);
     if !again.stdout.contains("\"no-changes\"") {

@@ -157,6 +157,7 @@ impl Providers {
             sdk::lambda::TYPE,
             Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
         );
+        register_policies(&mut registry, &lambda, &sns, &s3, config);
         register_secrets_keys_clusters(&mut registry, config);
         register_rules_alarms_states(&mut registry, config);
         register_ec2_network(&mut registry, config);
@@ -172,6 +173,49 @@ impl Providers {
             cloud_control,
             custom,
         }
+    }
+}
+
+/// The providers of permissions, subscriptions and resource policies: Lambda permissions
+/// and event source mappings, SNS subscriptions, SQS queue policies, S3 bucket policies.
+fn register_policies(
+    registry: &mut Registry,
+    lambda: &aws_sdk_lambda::Client,
+    sns: &aws_sdk_sns::Client,
+    s3: &aws_sdk_s3::Client,
+    config: &SdkConfig,
+) {
+    use sdk::{lambda_event_source, lambda_permission, s3_bucket_policy};
+    use sdk::{sns_subscription, sqs_queue_policy};
+    let sqs = aws_sdk_sqs::Client::new(config);
+    let providers: [(&str, Arc<dyn Provider>); 5] = [
+        (
+            lambda_permission::TYPE,
+            Arc::new(lambda_permission::LambdaPermissionProvider::new(
+                lambda.clone(),
+            )),
+        ),
+        (
+            lambda_event_source::TYPE,
+            Arc::new(lambda_event_source::EventSourceMappingProvider::new(
+                lambda.clone(),
+            )),
+        ),
+        (
+            sns_subscription::TYPE,
+            Arc::new(sns_subscription::SnsSubscriptionProvider::new(sns.clone())),
+        ),
+        (
+            sqs_queue_policy::TYPE,
+            Arc::new(sqs_queue_policy::SqsQueuePolicyProvider::new(sqs)),
+        ),
+        (
+            s3_bucket_policy::TYPE,
+            Arc::new(s3_bucket_policy::S3BucketPolicyProvider::new(s3.clone())),
+        ),
+    ];
+    for (type_name, provider) in providers {
+        registry.register(type_name, provider);
     }
 }
 

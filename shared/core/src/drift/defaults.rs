@@ -69,6 +69,25 @@ fn table() -> &'static [(&'static str, &'static [(&'static str, DefaultValue)])]
             ],
         ),
         (
+            "AWS::SNS::Subscription",
+            &[
+                ("RawMessageDelivery", Bool(false)),
+                ("FilterPolicyScope", Text("MessageAttributes")),
+            ],
+        ),
+        (
+            "AWS::Lambda::EventSourceMapping",
+            &[
+                ("Enabled", Bool(true)),
+                ("BisectBatchOnFunctionError", Bool(false)),
+                ("MaximumBatchingWindowInSeconds", Int(0)),
+                ("MaximumRetryAttempts", Int(-1)),
+                ("MaximumRecordAgeInSeconds", Int(-1)),
+                ("ParallelizationFactor", Int(1)),
+                ("TumblingWindowInSeconds", Int(0)),
+            ],
+        ),
+        (
             "AWS::SSM::Parameter",
             &[("Tier", Text("Standard")), ("DataType", Text("text"))],
         ),

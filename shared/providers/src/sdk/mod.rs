@@ -12,11 +12,17 @@ pub mod iam_managed_policy;
 pub mod iam_policy;
 pub mod kms;
 pub mod lambda;
+pub mod lambda_event_source;
+pub mod lambda_permission;
 pub mod logs;
+pub(crate) mod policy_json;
 pub mod s3;
+pub mod s3_bucket_policy;
 pub mod secretsmanager;
 pub mod sns;
+pub mod sns_subscription;
 pub mod sqs;
+pub mod sqs_queue_policy;
 pub mod ssm;
 pub mod stepfunctions;
 
