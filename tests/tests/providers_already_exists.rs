@@ -644,6 +644,47 @@ async fn ecs_cluster_of_another_owner_is_not_taken_over() {
     fresh_name_made_then_replay_found(&provider, req, &what, "cluster").await;
 }
 
+/// `AWS::S3::BucketPolicy`: the bucket names it, and a bucket holds one policy. A bucket
+/// that holds someone else's policy is refused, and the policy kept as it is.
+#[tokio::test]
+async fn s3_bucket_policy_of_another_owner_is_not_taken_over() {
+    let s3 = Emulator::shared().await.s3().await;
+    let name = unique_name("theirs");
+    s3.create_bucket()
+        .bucket(&name)
+        .send()
+        .await
+        .expect("CreateBucket");
+    let statement = |action: &str| {
+        json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": action,
+                "Resource": format!("arn:aws:s3:::{name}/*")
+            }]
+        })
+    };
+    let theirs = statement("s3:DeleteObject");
+    s3.put_bucket_policy()
+        .bucket(&name)
+        .policy(theirs.to_string())
+        .send()
+        .await
+        .expect("PutBucketPolicy");
+    let provider = S3BucketPolicyProvider::new(s3.clone());
+    let template = json!({"Bucket": name, "PolicyDocument": statement("s3:PutObject")});
+    let req = request("Policy", "AWS::S3::BucketPolicy", template);
+    let what = format!("AWS::S3::BucketPolicy {name}");
+    refused_then_found(&provider, &req, &what, "bucket policy", &name).await;
+
+    let held = s3.get_bucket_policy().bucket(&name).send().await;
+    let held = held.expect("GetBucketPolicy").policy.expect("a policy");
+    let held: Value = serde_json::from_str(&held).expect("JSON");
+    assert_eq!(held, theirs);
+}
+
 #[tokio::test]
 async fn security_group_of_another_owner_is_not_taken_over() {
     use stackflow_providers::sdk::ec2::security_group::SecurityGroupProvider;
@@ -948,5 +989,3 @@ async fn iam_instance_profile_of_another_owner_is_not_taken_over() {
         .unwrap_or_default();
     assert_eq!(roles, [theirs.as_str()]);
 }
-
-/// `AWS::S3::BucketPolicy`: the bucket names it, and a bucket holds one policy. A bucket
