@@ -155,7 +155,7 @@ async fn sdk_iam_policy_round_trip() {
         "{id}"
     );
     assert_eq!(created.attributes.get("Id"), Some(&json!(id)));
-    assert_eq!(role_policies(&iam, &role).await, [policy_name.clone()]);
+    assert_eq!(role_policies(&iam, &role).await, [policy_name.as_str()]);
 
     // The retried create meets the policy on its principals: refused, and import finds it
     // under the same id (the engine then adopts it).
