@@ -31,6 +31,11 @@ fn table() -> &'static [(&'static str, &'static [(&'static str, DefaultValue)])]
             ],
         ),
         (
+            "AWS::IAM::ManagedPolicy",
+            &[("Path", Text("/")), ("Description", Text(""))],
+        ),
+        ("AWS::IAM::InstanceProfile", &[("Path", Text("/"))]),
+        (
             "AWS::Lambda::Function",
             &[
                 ("Timeout", Int(3)),
@@ -243,5 +248,27 @@ mod tests {
             false,
         );
         assert!(matches!(got, Classification::Drifted(_)), "{got:?}");
+    }
+
+    #[test]
+    fn iam_policy_and_profile_paths_default_to_the_root() {
+        let cases = [
+            (
+                "AWS::IAM::ManagedPolicy",
+                json!({"ManagedPolicyName": "p", "Path": "/", "Description": ""}),
+                json!({"ManagedPolicyName": "p"}),
+            ),
+            (
+                "AWS::IAM::InstanceProfile",
+                json!({"Path": "/", "Roles": ["r"]}),
+                json!({"Roles": ["r"]}),
+            ),
+        ];
+        for (ty, recorded, aws) in cases {
+            for observed in [false, true] {
+                let got = classify(ty, recorded.clone(), aws.clone(), observed);
+                assert_eq!(got, Classification::InSync, "{ty} {recorded}");
+            }
+        }
     }
 }
