@@ -18,8 +18,19 @@
 //!   subnet that still has dependents.
 //! - `ClientToken` idempotency of `CreateRouteTable`: fakecloud ignores the token; the
 //!   stack's marks (tags) are what find the table a retried create made.
+//!
+//! [`cdk_vpc_deploys_again_without_changes_and_destroys`] deploys the corpus' CDK VPC
+//! (two zones, NAT gateways, an S3 endpoint) through the engine and its registered
+//! providers: every resource is made (the VPC carries the stack's marks, so not by Cloud
+//! Control), a drift check right after finds every resource in sync, a second deploy
+//! changes nothing, destroy removes it.
 
 use serde_json::{Value, json};
+use std::sync::Arc;
+
+use stackflow_engine::drift::{DriftMode, DriftStatus, drift_stack};
+use stackflow_engine::{DeployOptions, StackStatus, deploy_stack, destroy_stack};
+use stackflow_events::sqlite::SqliteStore;
 use stackflow_providers::sdk::ec2::gateway_attachment::VpcGatewayAttachmentProvider;
 use stackflow_providers::sdk::ec2::internet_gateway::InternetGatewayProvider;
 use stackflow_providers::sdk::ec2::route::RouteProvider;
@@ -30,6 +41,7 @@ use stackflow_providers::sdk::ec2::vpc::VpcProvider;
 use stackflow_providers::{
     Created, CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest,
 };
+use stackflow_tests::deploy::{corpus_template, engine, input, summary};
 use stackflow_tests::emulator::REGION;
 use stackflow_tests::{Emulator, unique_name};
 
@@ -449,4 +461,74 @@ async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
     delete_twice_then_gone(&associations, &req).await;
     tables.delete(&other_table).await.expect("delete table");
     subnets.delete(&subnet_req).await.expect("delete subnet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdk_vpc_deploys_again_without_changes_and_destroys() {
+    let config = Emulator::shared().await.sdk_config().await;
+    let store = Arc::new(SqliteStore::open_in_memory().expect("a store"));
+    let engine = engine(&config, store);
+    let stack = corpus_template("vpc-two-az-nat", "VpcTwoAzNatStack");
+    let name = unique_name("vpc");
+    let first = deploy_stack(engine.clone(), input(&stack, &name), DeployOptions::new())
+        .await
+        .expect("deploy");
+    assert_eq!(first.status, StackStatus::Succeeded, "{}", summary(&first));
+    assert_eq!(first.created, 26, "{}", summary(&first));
+    // Made by the SDK providers (Cloud Control would not put the stack's marks on them).
+    assert_eq!(marked_vpcs(&name).await, 1);
+    // Right after the deploy, every resource reads back as recorded: no drift.
+    let drift = drift_stack(engine.clone(), &name, &[], DriftMode::Check)
+        .await
+        .expect("drift");
+    let drifted: Vec<String> = drift
+        .resources
+        .iter()
+        .filter(|r| r.status != DriftStatus::InSync)
+        .map(|r| {
+            format!(
+                "{} {} {:?}: {:?} {:?}",
+                r.logical_id, r.resource_type, r.status, r.differences, r.reason
+            )
+        })
+        .collect();
+    assert_eq!(drift.resources.len(), 26);
+    assert!(drifted.is_empty(), "{drifted:#?}");
+    let again = deploy_stack(engine.clone(), input(&stack, &name), DeployOptions::new())
+        .await
+        .expect("deploy again");
+    assert_eq!(again.status, StackStatus::NoChanges, "{}", summary(&again));
+    assert_eq!(
+        (again.created, again.updated, again.replaced, again.deleted),
+        (0, 0, 0, 0),
+        "{}",
+        summary(&again)
+    );
+    let destroyed = destroy_stack(engine, &name, DeployOptions::new())
+        .await
+        .expect("destroy");
+    assert_eq!(
+        destroyed.status,
+        StackStatus::Succeeded,
+        "{}",
+        summary(&destroyed)
+    );
+    assert_eq!(destroyed.deleted, 26, "{}", summary(&destroyed));
+    assert_eq!(marked_vpcs(&name).await, 0);
+}
+
+/// How many VPCs carry the mark of the stack `stack`.
+async fn marked_vpcs(stack: &str) -> usize {
+    let filter = aws_sdk_ec2::types::Filter::builder()
+        .name("tag:stackflow:stack")
+        .values(stack)
+        .build();
+    let out = client()
+        .await
+        .describe_vpcs()
+        .filters(filter)
+        .send()
+        .await
+        .expect("DescribeVpcs");
+    out.vpcs().len()
 }
