@@ -1,7 +1,7 @@
 //! `AwsLookups` (the engine's AWS lookups for intrinsic functions, template parameters and
 //! dynamic references) against the local emulator (fakecloud 0.51.0): availability zones
-//! through the hand-signed EC2 call, CloudFormation exports and stack outputs, SSM
-//! parameters and Secrets Manager secrets.
+//! through the EC2 SDK client (`DescribeAvailabilityZones`), CloudFormation exports and
+//! stack outputs, SSM parameters and Secrets Manager secrets.
 //!
 //! All tests share one emulator (`Emulator::shared`) and run in parallel; every resource
 //! name comes from `unique_name`.
@@ -38,7 +38,7 @@ async fn lookups() -> AwsLookups {
 }
 
 #[tokio::test]
-async fn availability_zones_through_signed_ec2_call() -> Result<()> {
+async fn availability_zones_through_ec2() -> Result<()> {
     let lookups = lookups().await;
     let zones = lookups.availability_zones("us-east-1").await?;
     assert_eq!(
