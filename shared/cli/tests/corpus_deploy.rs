@@ -28,11 +28,14 @@
 //! fakecloud's Cloud Control API only sees what was created through Cloud Control: it
 //! answers `ResourceNotFoundException` for a queue or a role that stackflow created
 //! through the service's own API. So the service SDK is asked wherever the test has
-//! one (SQS, SNS, SSM, Secrets Manager, DynamoDB, IAM, Lambda, CloudWatch Logs, S3), and
-//! Cloud Control `GetResource` for the other types (EventBridge, KMS, Step Functions,
-//! EC2, IAM inline policies, Lambda permissions/versions/aliases/URLs/event source
-//! mappings). Nested stacks (`AWS::CloudFormation::Stack`) have no AWS object of their
-//! own: the resources of the child stack (`<parent>-<logicalId>`) are checked instead.
+//! one (SQS, SNS, SSM, Secrets Manager, DynamoDB, IAM, Lambda, CloudWatch Logs, S3); any
+//! other type stackflow has an SDK provider for (EC2, KMS, EventBridge, Step Functions,
+//! IAM policies, queue and bucket policies, ...) is asked through that provider's
+//! `read_current_state`, which calls the service's own API (this crate's tests have no
+//! client for most of those services); Cloud Control `GetResource` is asked for the rest
+//! (Lambda versions/aliases/URLs, ...). Nested stacks (`AWS::CloudFormation::Stack`) have
+//! no AWS object of their own: the resources of the child stack (`<parent>-<logicalId>`)
+//! are checked instead.
 //!
 //! # Cases the emulator cannot serve (not run here)
 //!
@@ -41,8 +44,6 @@
 //!   not supported by Cloud Control API on fakecloud").
 //! - `cidr-split-select`: `AWS::EC2::VPCCidrBlock`, same answer.
 //! - `cloudwatch-alarm`: `AWS::CloudWatch::CompositeAlarm`, same answer.
-//! - `vpc-two-az-nat`: `AWS::EC2::SubnetRouteTableAssociation` and
-//!   `AWS::EC2::VPCEndpoint`, same answer.
 //! - `custom-resource-provider` and `s3-autodelete-objects`: Lambda-backed custom
 //!   resources, whose functions are made from code published to the CDK bootstrap bucket;
 //!   fakecloud keeps no code for a function created from an S3 object, so they run in
@@ -161,6 +162,7 @@ const CASES: &[Case] = &[
         "StepFunctionsStack.template.json",
     ),
     single("sub-getatt-nesting", "SubGetAttNestingStack.template.json"),
+    single("vpc-two-az-nat", "VpcTwoAzNatStack.template.json"),
     single("wide-200", "Wide200Stack.template.json"),
 ];
 
@@ -410,6 +412,9 @@ struct Aws {
     lambda: aws_sdk_lambda::Client,
     logs: aws_sdk_cloudwatchlogs::Client,
     s3: aws_sdk_s3::Client,
+    /// stackflow's own providers: a type with an SDK provider and no client here is asked
+    /// through that provider's read.
+    providers: stackflow_providers::Providers,
 }
 
 /// `Ok(Some(answer))`, `Ok(None)` when the error's code is one of `not_found`, else the
@@ -438,6 +443,7 @@ impl Aws {
             ssm: aws_sdk_ssm::Client::new(&config),
             secrets: aws_sdk_secretsmanager::Client::new(&config),
             dynamodb: aws_sdk_dynamodb::Client::new(&config),
+            providers: stackflow_providers::Providers::from_config(&config, None),
             iam: aws_sdk_iam::Client::new(&config),
             lambda: aws_sdk_lambda::Client::new(&config),
             logs: aws_sdk_cloudwatchlogs::Client::new(&config),
@@ -543,6 +549,11 @@ impl Aws {
                 &["NotFound", "NoSuchBucket"],
             )?
             .is_some(),
+            // Cloud Control's GetResource knows only what Cloud Control made: a resource
+            // made through its service's API is read by its SDK provider.
+            ty if self.providers.registry.sdk_provider(ty).is_some() => {
+                self.read_exists(ty, id).await?
+            }
             _ => found(
                 self.cloudcontrol
                     .get_resource()
@@ -555,6 +566,22 @@ impl Aws {
             .is_some(),
         };
         Ok(exists)
+    }
+
+    /// Whether the resource `id` of type `ty` exists, as its SDK provider reads it.
+    async fn read_exists(&self, ty: &str, id: &str) -> Check<bool> {
+        use stackflow_providers::{CurrentState, ResourceRequest};
+        let Some(provider) = self.providers.registry.sdk_provider(ty) else {
+            return Err(format!("no SDK provider for {ty}"));
+        };
+        let mut request = ResourceRequest::new("corpus", "Check", ty, Default::default());
+        request.physical_id = Some(id.to_string());
+        match provider.read_current_state(&request).await {
+            Ok(CurrentState::Found(_)) => Ok(true),
+            Ok(CurrentState::NotFound) => Ok(false),
+            Ok(CurrentState::CannotRead(why)) => Err(format!("{ty} {id}: {why}")),
+            Err(e) => Err(format!("{ty} {id}: {e}")),
+        }
     }
 
     /// Deletes a resource that destroy kept, through the service's SDK (Cloud Control
