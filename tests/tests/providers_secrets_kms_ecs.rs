@@ -11,7 +11,8 @@
 //! checks that neither the create's and update's answers nor the state hold it.
 //!
 //! The key test checks that the deletion is scheduled with the template's
-//! `PendingWindowInDays` (the key's `DeletionDate` is 7 days ahead).
+//! `PendingWindowInDays` (the key's `DeletionDate` is 7 days ahead), and that rotation
+//! is on with the template's `RotationPeriodInDays`, then off after the update.
 //!
 //! Where fakecloud differs from AWS, so these tests do not prove it:
 //! - KMS: a second `ScheduleKeyDeletion` of a key pending deletion succeeds (AWS answers
@@ -126,6 +127,7 @@ async fn sdk_kms_key_round_trip() {
         "Description": "first",
         "KeyPolicy": root_policy("One"),
         "EnableKeyRotation": true,
+        "RotationPeriodInDays": 180,
         "PendingWindowInDays": 7,
         "Tags": [{"Key": "b", "Value": "2"}, {"Key": "a", "Value": "1"}]
     });
@@ -142,9 +144,12 @@ async fn sdk_kms_key_round_trip() {
     let again = provider.create(&req).await.expect("create retried");
     assert_eq!(again.physical_id, id);
 
+    assert_eq!(rotation(&kms, &id).await, (true, Some(180)));
+
     req.physical_id = Some(id.clone());
     let mut expected = props(template);
     expected.remove("PendingWindowInDays");
+    expected.remove("RotationPeriodInDays");
     expected.insert(
         "Tags".into(),
         json!([{"Key": "a", "Value": "1"}, {"Key": "b", "Value": "2"}]),
@@ -172,6 +177,7 @@ async fn sdk_kms_key_round_trip() {
         "Tags": [{"Key": "a", "Value": "9"}]
     }));
     assert_eq!(read(&provider, &update).await, sorted(expected));
+    assert!(!rotation(&kms, &id).await.0);
 
     // Neither the spec nor the usage changes in place.
     let mut asym = update_of(&update, &id, json!({"KeySpec": "RSA_2048"}));
@@ -185,7 +191,12 @@ async fn sdk_kms_key_round_trip() {
         other => panic!("{other:?}"),
     }
     delete_twice_then_gone(&provider, &update, None).await;
-    let described = kms.describe_key().key_id(&id).send().await;
+    assert_deletion_in_days(&kms, &id, 7.0).await;
+}
+
+/// The key `id` is pending deletion, `days` from now.
+async fn assert_deletion_in_days(kms: &aws_sdk_kms::Client, id: &str, days: f64) {
+    let described = kms.describe_key().key_id(id).send().await;
     let metadata = described.expect("DescribeKey").key_metadata().cloned();
     let metadata = metadata.expect("metadata");
     assert_eq!(metadata.key_state(), Some(&KeyState::PendingDeletion));
@@ -194,8 +205,15 @@ async fn sdk_kms_key_round_trip() {
         .expect("a clock")
         .as_secs() as i64;
     let ahead = metadata.deletion_date().expect("a deletion date").secs() - now;
-    let days = ahead as f64 / 86_400.0;
-    assert!((6.9..=7.1).contains(&days), "deletion {days} days ahead");
+    let ahead = ahead as f64 / 86_400.0;
+    assert!((ahead - days).abs() < 0.1, "deletion {ahead} days ahead");
+}
+
+/// The rotation of key `id`, as the plain client reads it: on, and its period.
+async fn rotation(kms: &aws_sdk_kms::Client, id: &str) -> (bool, Option<i32>) {
+    let got = kms.get_key_rotation_status().key_id(id).send().await;
+    let got = got.expect("GetKeyRotationStatus");
+    (got.key_rotation_enabled(), got.rotation_period_in_days())
 }
 
 #[tokio::test]

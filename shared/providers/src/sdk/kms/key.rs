@@ -2,7 +2,8 @@
 //!
 //! The physical id (what `Ref` returns) is the key id; the attributes are `Arn` and
 //! `KeyId`. Handled: `Description`, `KeyPolicy`, `EnableKeyRotation`, `Enabled`,
-//! `KeySpec`, `KeyUsage`, `MultiRegion`, `PendingWindowInDays` and `Tags`.
+//! `KeySpec`, `KeyUsage`, `MultiRegion`, `PendingWindowInDays`, `RotationPeriodInDays` and
+//! `Tags`.
 //!
 //! A key has no name and `CreateKey` no client token, so a create marks its key with the
 //! tag [`MARK_TAG`], whose value is made of the stack, the logical id and the request's
@@ -15,15 +16,16 @@
 //! `KeySpec`, `KeyUsage` and `MultiRegion` cannot change in place
 //! ([`ProviderError::NotUpdatable`]). `Description` (`UpdateKeyDescription`), `KeyPolicy`
 //! (`PutKeyPolicy`; dropped, the key gets KMS's default policy back), `EnableKeyRotation`
-//! (`EnableKeyRotation`/`DisableKeyRotation`), `Enabled` (`EnableKey`/`DisableKey`) and
-//! `Tags` change in place. `PendingWindowInDays` only says how a delete schedules the
-//! deletion: `ScheduleKeyDeletion` with it (7 to 30, default 30). A key pending deletion
-//! counts as gone (its delete is done, a read finds nothing).
+//! with `RotationPeriodInDays` (`EnableKeyRotation`/`DisableKeyRotation`), `Enabled`
+//! (`EnableKey`/`DisableKey`) and `Tags` change in place. `PendingWindowInDays` only says
+//! how a delete schedules the deletion: `ScheduleKeyDeletion` with it (7 to 30, default
+//! 30). A key pending deletion counts as gone (its delete is done, a read finds nothing).
 //!
 //! `read_current_state` reports `Description`, `KeyPolicy` (an object) unless it is KMS's
 //! default policy (`Id` `key-default-1`), `EnableKeyRotation` and `MultiRegion` when true,
 //! `Enabled` when false, `KeySpec` and `KeyUsage` when not the symmetric defaults, and
-//! `Tags` without the mark.
+//! `Tags` without the mark (`PendingWindowInDays` and `RotationPeriodInDays` are
+//! write-only, as in CloudFormation's schema).
 //!
 //! Calls: a create makes `ListKeys` (per page) and `ListResourceTags` per key, `CreateKey`,
 //! then `EnableKeyRotation` when asked and `DisableKey` for a disabled key; an update one
@@ -62,6 +64,7 @@ const HANDLED: &[&str] = &[
     "KeyUsage",
     "MultiRegion",
     "PendingWindowInDays",
+    "RotationPeriodInDays",
     "Tags",
 ];
 
@@ -84,7 +87,7 @@ sdk_provider! {
     KmsKeyProvider(Client), "AWS::KMS::Key", HANDLED
 }
 
-/// What a key is now: its metadata, and its rotation when it was read.
+/// What a key is now: its metadata.
 #[derive(Debug, Clone)]
 pub struct KeyFound {
     metadata: KeyMetadata,
@@ -176,7 +179,9 @@ impl KmsKeyProvider {
             for id in page.keys().iter().filter_map(|k| k.key_id()) {
                 let tags = match self.tags(id).await {
                     Ok(tags) => tags,
-                    Err(ProviderError::NotFound(_)) => continue,
+                    // Gone since the listing, or a key whose tags cannot be read (another
+                    // account's, AWS managed): not this create's.
+                    Err(ProviderError::NotFound(_) | ProviderError::InvalidRequest(_)) => continue,
                     Err(e) => return Err(e),
                 };
                 if tags.get(MARK_TAG).map(String::as_str) == Some(mark) {
@@ -256,11 +261,20 @@ impl KmsKeyProvider {
             .ok_or_else(|| ProviderError::Other("CreateKey answered no KeyMetadata".into()))
     }
 
-    /// Turns rotation on or off.
-    async fn set_rotation(&self, id: &str, on: bool) -> Result<(), ProviderError> {
+    /// Turns rotation on (every `period` days when given) or off.
+    async fn set_rotation(
+        &self,
+        id: &str,
+        on: bool,
+        period: Option<i32>,
+    ) -> Result<(), ProviderError> {
         if on {
             call(&self.retry, "EnableKeyRotation", || {
-                self.client.enable_key_rotation().key_id(id).send()
+                self.client
+                    .enable_key_rotation()
+                    .key_id(id)
+                    .set_rotation_period_in_days(period)
+                    .send()
             })
             .await
             .map(drop)
@@ -334,7 +348,8 @@ impl KmsKeyProvider {
     /// Brings what a create cannot set (rotation, the enabled state) to the template's.
     async fn after_create(&self, id: &str, props: &Properties) -> Result<(), ProviderError> {
         if flag(props, "EnableKeyRotation", false) {
-            self.set_rotation(id, true).await?;
+            let period = int_of(TYPE, props, "RotationPeriodInDays")?;
+            self.set_rotation(id, true, period).await?;
         }
         if !flag(props, "Enabled", true) {
             self.set_enabled(id, false).await?;
@@ -397,8 +412,10 @@ impl KmsKeyProvider {
             self.set_enabled(id, true).await?;
         }
         let rotation = flag(props, "EnableKeyRotation", false);
-        if flag(previous, "EnableKeyRotation", false) != rotation {
-            self.set_rotation(id, rotation).await?;
+        let period = int_of(TYPE, props, "RotationPeriodInDays")?;
+        let period_changed = rotation && int_of(TYPE, previous, "RotationPeriodInDays")? != period;
+        if flag(previous, "EnableKeyRotation", false) != rotation || period_changed {
+            self.set_rotation(id, rotation, period).await?;
         }
         if flag(previous, "Enabled", true) != enabled && !enabled {
             self.set_enabled(id, false).await?;
