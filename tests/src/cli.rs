@@ -102,6 +102,17 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// Runs in `dir` against `endpoint`, with the local store `dir/store`.
+    pub fn local(dir: &Path, endpoint: String) -> Cli {
+        Cli {
+            dir: dir.to_path_buf(),
+            endpoint,
+            store: format!("local:{}", dir.join("store").display()),
+            bucket: None,
+            engine: None,
+        }
+    }
+
     /// The command for `args`: the global options first, a clean environment (test
     /// credentials only, `RUST_LOG=trace` for any logging there is).
     pub fn command(&self, args: &[&str]) -> Command {

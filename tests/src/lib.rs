@@ -8,7 +8,9 @@
 //! that delay or fault its calls, [`inventory`] asks the emulator what it holds, and
 //! [`audit`] checks recorded states against it; [`worker`] runs an engine through Step
 //! Functions, its tasks run by an in-process `stackflow worker`; [`lambda`] makes Lambda
-//! functions whose code runs (through the emulator's container stand-in).
+//! functions whose code runs (through the emulator's container stand-in); [`installed`]
+//! is the engine installed by `stackflow engine deploy`, and [`triggers`] drives and
+//! observes its triggers.
 
 pub mod audit;
 pub mod cli;
@@ -18,10 +20,12 @@ pub mod emulator;
 pub mod faults;
 pub mod gate;
 pub mod http1;
+pub mod installed;
 pub mod inventory;
 pub mod lambda;
 pub mod latency;
 pub mod secret_scan;
+pub mod triggers;
 pub mod worker;
 
 pub use emulator::{Emulator, unique_name};

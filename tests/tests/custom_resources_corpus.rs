@@ -76,13 +76,7 @@ async fn lambda_backed_corpus_cases_deploy_redeploy_and_destroy() {
     std::fs::create_dir_all(&dir).unwrap();
     // The handlers' functions are made from their published code (see InlineS3Code).
     let proxy = InlineS3Code::start(emu).await;
-    let cli = Cli {
-        dir: dir.clone(),
-        endpoint: proxy.endpoint(),
-        store: format!("local:{}", dir.join("store").display()),
-        bucket: None,
-        engine: None,
-    };
+    let cli = Cli::local(&dir, proxy.endpoint());
 
     // The provider framework, AwsCustomResource, a raw custom resource.
     let stack = "CustomResourceProviderStack";

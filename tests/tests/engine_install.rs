@@ -5,22 +5,15 @@
 //! template made run the tasks), an upgrade to another build of the bootstrap (the
 //! functions get the new code; the table and the state machines are the same ones), and
 //! a destroy that leaves only the table (then `--delete-table` removes it).
-//! The CLI talks to the emulator through [`InlineS3Code`]: fakecloud keeps no code for a
-//! function created from an S3 object.
+//! The install is `stackflow_tests::installed` (the CLI through a proxy that inlines S3
+//! code: fakecloud keeps no code for a function created from an S3 object).
 
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
-use stackflow_tests::cli::Cli;
-use stackflow_tests::lambda::{InlineS3Code, engine_bootstrap_zip, zip_files};
+use stackflow_tests::installed::{ENGINE_BUCKET, Installed, json};
+use stackflow_tests::lambda::zip_files;
 use stackflow_tests::{Emulator, unique_name};
-
-const BUCKET: &str = "stackflow-123456789012-us-east-1";
-
-fn json(run: &stackflow_tests::cli::Run) -> Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.describe()))
-}
 
 /// The bootstrap executable inside a zip.
 fn unzip_bootstrap(zip: &Path) -> Vec<u8> {
@@ -93,52 +86,15 @@ impl Aws {
     }
 }
 
-/// An emulator-only step: fakecloud 0.51.0 matches a trust policy's role principal
-/// (`"AWS": "arn:...:role/NAME"`) only against that exact ARN, never against the role's
-/// sessions, which is what the engine's functions call as (AWS matches the sessions of a
-/// role). So the test lets the engine's function sessions assume the provisioning role by
-/// their session ARNs; the template keeps the trust AWS needs.
-async fn emulator_trusts_role_sessions(iam: &aws_sdk_iam::Client, engine: &str) {
-    let trust = serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"AWS": "*"},
-            "Action": "sts:AssumeRole",
-            "Condition": {"ArnLike": {
-                "aws:PrincipalArn": format!("arn:aws:sts::*:assumed-role/{engine}-fn-*/*")
-            }}
-        }]
-    });
-    iam.update_assume_role_policy()
-        .role_name(format!("{engine}-provisioning"))
-        .policy_document(trust.to_string())
-        .send()
-        .await
-        .expect("the provisioning role's trust updated");
-}
-
-async fn deploy_through_the_engine(cli: &Cli, engine: &str, dir: &Path) -> String {
+async fn deploy_through_the_engine(engine: &Installed) -> String {
     let stack = unique_name("viaengine");
-    let template = dir.join(format!("{stack}.yaml"));
+    let template = engine.dir.join(format!("{stack}.yaml"));
     std::fs::write(
         &template,
         "Resources:\n  Param:\n    Type: AWS::SSM::Parameter\n    Properties:\n      Type: String\n      Value: through-the-engine\n",
     )
     .unwrap();
-    let remote = Cli {
-        store: format!("dynamodb:{engine}-events"),
-        bucket: Some(BUCKET.into()),
-        ..cli.clone()
-    };
-    let run = remote.run(&[
-        "deploy",
-        template.to_str().unwrap(),
-        "--remote",
-        "--engine",
-        engine,
-    ]);
-    assert_eq!(run.code, Some(0), "{}", run.describe());
+    engine.deploy_remote(&template);
     stack
 }
 
@@ -152,44 +108,16 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
         dynamodb: aws_sdk_dynamodb::Client::new(&config),
         iam: aws_sdk_iam::Client::new(&config),
     };
-    let dir = std::env::temp_dir().join(unique_name("engine"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let v1 = dir.join("v1.zip");
-    let zip = tokio::task::spawn_blocking(engine_bootstrap_zip)
-        .await
-        .unwrap();
-    std::fs::write(&v1, zip).unwrap();
+    let installed = Installed::install(emu, &[]).await;
+    println!("engine deploy: {:.1} s", installed.took.as_secs_f64());
+    let (cli, dir, v1) = (&installed.cli, &installed.dir, &installed.bootstrap);
+    let engine = installed.name.as_str();
+    let table = installed.table();
     // The next build: the same executable with one more file.
     let v2 = dir.join("v2.zip");
-    let exe = unzip_bootstrap(&v1);
+    let exe = unzip_bootstrap(v1);
     std::fs::write(&v2, zip_files(&[("bootstrap", &exe), ("VERSION", b"2")])).unwrap();
-    let proxy = InlineS3Code::start(emu).await;
-    let cli = Cli {
-        dir: dir.clone(),
-        endpoint: proxy.endpoint(),
-        store: format!("local:{}", dir.join("store").display()),
-        bucket: None,
-        engine: None,
-    };
-    let engine = unique_name("e").to_lowercase().replace('_', "-");
-    let engine = &engine[..engine.len().min(20)];
-    let table = format!("{engine}-events");
 
-    // Install.
-    let started = std::time::Instant::now();
-    let run = cli.run(&[
-        "engine",
-        "deploy",
-        "--name",
-        engine,
-        "--bootstrap",
-        v1.to_str().unwrap(),
-        "--arch",
-        "x86_64",
-    ]);
-    assert_eq!(run.code, Some(0), "{}", run.describe());
-    println!("engine deploy: {:.1} s", started.elapsed().as_secs_f64());
-    emulator_trusts_role_sessions(&aws.iam, engine).await;
     let first_code = aws
         .code_sha(&format!("{engine}-plan"))
         .await
@@ -207,7 +135,7 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
         assert_eq!(c.timeout(), Some(900));
         let env = c.environment().unwrap().variables().unwrap();
         assert_eq!(env["STACKFLOW_TABLE"], table);
-        assert_eq!(env["STACKFLOW_BUCKET"], BUCKET);
+        assert_eq!(env["STACKFLOW_BUCKET"], ENGINE_BUCKET);
     }
     let machine_created = aws
         .machine_created(engine, "deploy")
@@ -258,7 +186,7 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
 
     // Status right after the install.
     let status = json(&cli.run(&["engine", "status", "--name", engine, "--json"]));
-    let digest = format!("sha256:{}", sha256(&std::fs::read(&v1).unwrap()));
+    let digest = format!("sha256:{}", sha256(&std::fs::read(v1).unwrap()));
     assert_eq!(
         status["installed"]["bootstrap"],
         digest.as_str(),
@@ -269,7 +197,7 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
 
     // A stack deployed through it: the template's functions run the tasks.
     let started = std::time::Instant::now();
-    let stack = deploy_through_the_engine(&cli, engine, &dir).await;
+    let stack = deploy_through_the_engine(&installed).await;
     println!(
         "deploy through the engine: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -313,17 +241,12 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
     let digest2 = format!("sha256:{}", sha256(&std::fs::read(&v2).unwrap()));
     assert_eq!(status["installed"]["bootstrap"], digest2.as_str());
     // The stack deployed before is still recorded in the table.
-    let remote = Cli {
-        store: format!("dynamodb:{table}"),
-        bucket: Some(BUCKET.into()),
-        ..cli.clone()
-    };
+    let remote = installed.remote();
     let state = remote.run(&["state", "show", "--stack", &stack, "--json"]);
     assert!(state.stdout.contains("Param"), "{}", state.describe());
 
     // Destroy: only the table stays.
-    let run = cli.run(&["engine", "destroy", "--name", engine]);
-    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let run = installed.destroy(&[]);
     assert!(
         run.stdout
             .contains(&format!("kept the event table {table}"))
@@ -342,8 +265,6 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
     assert_eq!(status.code, Some(1), "{}", status.describe());
     assert!(status.stdout.contains("is not installed"));
 
-    let run = cli.run(&["engine", "destroy", "--name", engine, "--delete-table"]);
-    assert_eq!(run.code, Some(0), "{}", run.describe());
+    installed.destroy(&["--delete-table"]);
     assert_eq!(aws.table_created(&table).await, None);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,11 +24,12 @@ use serde_json::{Value, json};
 use stackflow_engine::stack::StackInput;
 use stackflow_events::{Event, EventStore, StreamId};
 use stackflow_tests::lambda::zip_files;
+use stackflow_tests::triggers::{
+    ARTIFACT_SECRET as SECRET, PipelineAction, drift_detected, new_execution, rule_to, types,
+};
 use stackflow_tests::{Emulator, unique_name};
 
 use trig::{ACCOUNT, Rig, raw_call, rig};
-
-const SECRET: &str = "pipeline-artifact-secret-Zq81x";
 
 fn stack_name(prefix: &str) -> String {
     // Stack names: a letter, then letters, digits and '-'.
@@ -78,13 +79,6 @@ async fn start_rules(rig: &Rig) {
     ];
     for (i, pattern) in patterns.iter().enumerate() {
         let rule = unique_name(&format!("start{i}"));
-        rig.events
-            .put_rule()
-            .name(&rule)
-            .event_pattern(pattern.to_string())
-            .send()
-            .await
-            .unwrap();
         let target = aws_sdk_eventbridge::types::Target::builder()
             .id("start")
             .arn(&rig.functions["Start"])
@@ -101,13 +95,7 @@ async fn start_rules(rig: &Rig) {
             )
             .build()
             .unwrap();
-        rig.events
-            .put_targets()
-            .rule(&rule)
-            .targets(target)
-            .send()
-            .await
-            .unwrap();
+        rule_to(&rig.events, &rule, pattern, target).await;
         let listed = rig
             .events
             .list_targets_by_rule()
@@ -127,13 +115,6 @@ async fn start_rules(rig: &Rig) {
     }
 }
 
-fn types(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["detail-type"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// Part 1: an object in the bucket deploys; a redelivered event does not deploy twice.
 async fn eventbridge_deploys(rig: &Rig, seen: &mut Vec<Value>) -> String {
     start_rules(rig).await;
@@ -149,20 +130,8 @@ async fn eventbridge_deploys(rig: &Rig, seen: &mut Vec<Value>) -> String {
         .await
         .unwrap();
     // The execution Start names after the event's id.
-    let name = loop {
-        let now = rig.executions().await;
-        if let Some(n) = now
-            .keys()
-            .find(|n| !before.contains_key(*n) && n.starts_with("ev-"))
-        {
-            break n.clone();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no execution started"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let wait = Duration::from_secs(120);
+    let name = new_execution(&rig.sfn, &rig.deploy_machine, &before, "ev-", wait).await;
     let status = rig.ended(&name, Duration::from_secs(300)).await;
     assert_eq!(status, "SUCCEEDED", "{name}");
     eprintln!(
@@ -276,17 +245,7 @@ async fn drift_is_reported(rig: &Rig, seen: &mut Vec<Value>, stack: &str) {
         "scheduler: drift reported {:.1} s after the schedule was made (fired by the schedule: {fired})",
         started.elapsed().as_secs_f64()
     );
-    let event = mine
-        .iter()
-        .find(|e| e["detail-type"] == "Stack Drift Detected")
-        .unwrap_or_else(|| panic!("no Stack Drift Detected: {mine:#?}"));
-    let resources = &event["detail"]["resources"];
-    assert_eq!(resources[0]["logicalId"], "Threshold", "{event}");
-    assert_eq!(resources[0]["paths"], json!(["/Value"]), "{event}");
-    assert!(
-        !event.to_string().contains("99-out-of-band"),
-        "values stay out: {event}"
-    );
+    let event = drift_detected(&mine, "Threshold", "99-out-of-band");
     let checked = mine
         .iter()
         .find(|e| e["detail-type"] == "Stack Drift Checked")
@@ -302,53 +261,14 @@ async fn drift_is_reported(rig: &Rig, seen: &mut Vec<Value>, stack: &str) {
     );
 }
 
-fn job_event(job: &str, stack: &str, bucket: &str, key: &str, token: Option<&str>) -> Value {
-    json!({"CodePipeline.job": {"id": job, "accountId": ACCOUNT, "data": {
-        "actionConfiguration": {"configuration": {"FunctionName": "stackflow-PipelineJob",
-            "UserParameters": json!({"stack": stack, "file": "template.json"}).to_string()}},
-        "inputArtifacts": [{"name": "BuildOutput", "revision": null, "location": {"type": "S3",
-            "s3Location": {"bucketName": bucket, "objectKey": key}}}],
-        "outputArtifacts": [],
-        "artifactCredentials": {"accessKeyId": "AKIAPIPELINEARTIFACT",
-            "secretAccessKey": SECRET, "sessionToken": format!("{SECRET}-token")},
-        "continuationToken": token}}})
-}
-
-/// Runs a PipelineJob action as CodePipeline does: invoked again with the continuation
-/// token until it reports success or failure. The last call CodePipeline received.
+/// Runs a PipelineJob action as CodePipeline does. The last call CodePipeline received.
 async fn run_job(rig: &Rig, job: &str, stack: &str, bucket: &str, key: &str) -> trig::JobCall {
-    let mut token: Option<String> = None;
-    let started = Instant::now();
-    loop {
-        let event = job_event(job, stack, bucket, key, token.as_deref());
-        let (answer, log) = rig.invoke("PipelineJob", &event).await;
-        assert!(!answer.to_string().contains(SECRET), "{answer}");
-        assert!(!log.contains(SECRET), "the function's log: {log}");
-        let last = rig
-            .job_calls
-            .lock()
-            .unwrap()
-            .last()
-            .cloned()
-            .expect("a report");
-        assert_eq!(last.body["jobId"], job);
-        match (last.operation.as_str(), last.body.get("continuationToken")) {
-            ("PutJobSuccessResult", Some(Value::String(t))) => token = Some(t.clone()),
-            _ => {
-                eprintln!(
-                    "pipeline job {job}: {} after {:.1} s",
-                    last.operation,
-                    started.elapsed().as_secs_f64()
-                );
-                return last;
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "the job did not end"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let action = PipelineAction {
+        lambda: &rig.lambda,
+        function: &rig.functions["PipelineJob"],
+        calls: &rig.job_calls,
+    };
+    action.run(job, stack, bucket, key).await
 }
 
 /// Part 3: the sample pipeline, its native Step Functions action, and PipelineJob.

@@ -2,15 +2,14 @@
 //! per state machine task and per trigger, all the real bootstrap run by the container
 //! stand-in; the three state machines), an SQS queue that receives every event the
 //! engine publishes (a rule on the default bus for source `stackflow`), and a stand-in
-//! for CodePipeline's job API (fakecloud 0.51.0 answers `PutJobSuccessResult` and
-//! `PutJobFailureResult` with `JobNotFoundException` for every job: it runs no actions).
+//! for CodePipeline's job API (both from `stackflow_tests::triggers`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_lambda::types::Runtime;
-use serde_json::{Value, json};
+use serde_json::Value;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::env::{BUCKET, CFN_FALLBACK, TABLE};
 use stackflow_engine::sfn::triggers::TRIGGER_NAMES;
@@ -18,10 +17,9 @@ use stackflow_engine::tasks::TASK_NAMES;
 use stackflow_events::dynamo::DynamoStore;
 use stackflow_tests::deploy::dynamo_store;
 use stackflow_tests::lambda::{FunctionSpec, create_function, engine_bootstrap_zip};
+pub use stackflow_tests::triggers::{ACCOUNT, JobCall, JobCalls, raw_call};
+use stackflow_tests::triggers::{Observer, codepipeline_standin};
 use stackflow_tests::{Emulator, unique_name};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-pub const ACCOUNT: &str = "123456789012";
 
 pub struct Rig {
     pub config: aws_types::SdkConfig,
@@ -39,7 +37,7 @@ pub struct Rig {
     /// The dead-letter queue of the rule targets.
     pub dead_letters: String,
     /// What the CodePipeline stand-in received.
-    pub job_calls: Arc<Mutex<Vec<JobCall>>>,
+    pub job_calls: JobCalls,
 }
 
 pub async fn rig() -> Rig {
@@ -129,42 +127,19 @@ pub async fn rig() -> Rig {
 
 impl Rig {
     pub async fn queue_arn(&self, url: &str) -> String {
-        let out = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .unwrap();
-        out.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone()
+        stackflow_tests::triggers::queue_arn(&self.sqs, url).await
     }
 
     /// A rule on the default bus: every event with source `stackflow` but the deploy
     /// requests goes to the observed queue.
     async fn observe(&self, prefix: &str) {
-        let pattern = json!({"source": ["stackflow"],
-            "detail-type": [{"anything-but": "Deploy Requested"}]});
-        let rule = format!("{prefix}-observe");
-        self.events
-            .put_rule()
-            .name(&rule)
-            .event_pattern(pattern.to_string())
-            .send()
-            .await
-            .unwrap();
-        let target = aws_sdk_eventbridge::types::Target::builder()
-            .id("observed")
-            .arn(self.queue_arn(&self.observed).await)
-            .build()
-            .unwrap();
-        self.events
-            .put_targets()
-            .rule(&rule)
-            .targets(target)
-            .send()
-            .await
-            .unwrap();
+        Observer::on(
+            &self.config,
+            self.sqs.clone(),
+            self.observed.clone(),
+            prefix,
+        )
+        .await;
     }
 
     /// The events of `stack` received so far on the observed queue, with what was
@@ -177,214 +152,23 @@ impl Rig {
         wait: Duration,
         done: impl Fn(&[Value]) -> bool,
     ) -> Vec<Value> {
-        let until = std::time::Instant::now() + wait;
-        loop {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.observed)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .send()
-                .await
-                .unwrap();
-            for m in out.messages() {
-                if let Some(body) = m.body() {
-                    seen.push(serde_json::from_str(body).unwrap());
-                }
-            }
-            let mine: Vec<Value> = seen
-                .iter()
-                .filter(|e| e["detail"]["stack"] == stack)
-                .cloned()
-                .collect();
-            if done(&mine) || std::time::Instant::now() > until {
-                return mine;
-            }
-        }
+        let (sqs, queue) = (&self.sqs, &self.observed);
+        stackflow_tests::triggers::observed_until(sqs, queue, seen, stack, wait, done).await
     }
 
     /// Executions of the deploy machine, by name: their status.
     pub async fn executions(&self) -> BTreeMap<String, String> {
-        let out = self
-            .sfn
-            .list_executions()
-            .state_machine_arn(&self.deploy_machine)
-            .max_results(1000)
-            .send()
-            .await
-            .unwrap();
-        out.executions()
-            .iter()
-            .map(|e| (e.name().to_string(), e.status().as_str().to_string()))
-            .collect()
+        stackflow_tests::triggers::executions(&self.sfn, &self.deploy_machine).await
     }
 
     /// Waits until the deploy execution `name` ends; its status.
     pub async fn ended(&self, name: &str, wait: Duration) -> String {
-        let until = std::time::Instant::now() + wait;
-        loop {
-            let status = self.executions().await.get(name).cloned();
-            match status {
-                Some(s) if s != "RUNNING" => return s,
-                _ if std::time::Instant::now() > until => {
-                    panic!("the execution {name} did not end in {wait:?}: {status:?}")
-                }
-                _ => tokio::time::sleep(Duration::from_millis(300)).await,
-            }
-        }
+        stackflow_tests::triggers::ended(&self.sfn, &self.deploy_machine, name, wait).await
     }
 
     /// Invokes the function of `task` synchronously with `payload`: its answer and the
     /// end of its log.
     pub async fn invoke(&self, task: &str, payload: &Value) -> (Value, String) {
-        use base64::Engine as _;
-        let out = self
-            .lambda
-            .invoke()
-            .function_name(&self.functions[task])
-            .log_type(aws_sdk_lambda::types::LogType::Tail)
-            .payload(aws_sdk_lambda::primitives::Blob::new(payload.to_string()))
-            .send()
-            .await
-            .unwrap();
-        let body = out
-            .payload()
-            .map(|b| b.as_ref().to_vec())
-            .unwrap_or_default();
-        let log = out
-            .log_result()
-            .and_then(|l| base64::engine::general_purpose::STANDARD.decode(l).ok())
-            .map(|l| String::from_utf8_lossy(&l).to_string())
-            .unwrap_or_default();
-        assert!(
-            out.function_error().is_none(),
-            "{task}: {}\n{log}",
-            String::from_utf8_lossy(&body)
-        );
-        (serde_json::from_slice(&body).unwrap(), log)
+        stackflow_tests::triggers::invoke(&self.lambda, &self.functions[task], payload).await
     }
-}
-
-/// One call the CodePipeline stand-in received: its operation and body.
-#[derive(Debug, Clone)]
-pub struct JobCall {
-    pub operation: String,
-    pub body: Value,
-    pub raw: String,
-}
-
-/// A stand-in for CodePipeline's job API on loopback: answers every call `{}` (success)
-/// and records it. Its endpoint.
-pub async fn codepipeline_standin() -> (String, Arc<Mutex<Vec<JobCall>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let record = calls.clone();
-    tokio::spawn(async move {
-        while let Ok((mut conn, _)) = listener.accept().await {
-            let record = record.clone();
-            tokio::spawn(async move {
-                while let Some((head, body)) = read_request(&mut conn).await {
-                    let operation = head
-                        .lines()
-                        .find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.eq_ignore_ascii_case("x-amz-target")
-                                .then(|| v.trim().to_string())
-                        })
-                        .unwrap_or_default();
-                    let operation = operation.rsplit('.').next().unwrap_or_default().to_string();
-                    record.lock().unwrap().push(JobCall {
-                        operation,
-                        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                        raw: format!("{head}{}", String::from_utf8_lossy(&body)),
-                    });
-                    let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\n\
-                                  Content-Length: 2\r\n\r\n{}";
-                    if conn.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (endpoint, calls)
-}
-
-async fn read_request(conn: &mut tokio::net::TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).to_string();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < end + length {
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some((head, buf[end..end + length].to_vec()))
-}
-
-/// A call to the emulator written by hand (for APIs the tests have no SDK client of:
-/// CodePipeline's `CreatePipeline` with the sample's JSON, EventBridge Scheduler): the
-/// service is named by the credential scope, as a signed request names it. Status and
-/// body.
-pub async fn raw_call(
-    endpoint: &str,
-    method: &str,
-    path: &str,
-    service: &str,
-    target: Option<&str>,
-    body: &str,
-) -> (u16, String) {
-    let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut conn = tokio::net::TcpStream::connect(authority).await.unwrap();
-    let (content_type, target) = match target {
-        Some(t) => (
-            "application/x-amz-json-1.1",
-            format!("X-Amz-Target: {t}\r\n"),
-        ),
-        None => ("application/json", String::new()),
-    };
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: {content_type}\r\n{target}\
-         X-Amz-Date: 20260101T000000Z\r\nAuthorization: AWS4-HMAC-SHA256 \
-         Credential=test/20260101/us-east-1/{service}/aws4_request, \
-         SignedHeaders=host;x-amz-date, Signature=00\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    conn.read_to_end(&mut answer).await.unwrap();
-    let text = String::from_utf8_lossy(&answer).to_string();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
