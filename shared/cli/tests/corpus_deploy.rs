@@ -312,6 +312,7 @@ impl Cli {
                     physical_id: r["physical_id"].as_str().unwrap_or_default().to_string(),
                     provider: r["provider"].as_str().unwrap_or_default().to_string(),
                     deletion_policy: r["deletion_policy"].as_str().map(str::to_string),
+                    properties: r["properties"].clone(),
                 };
                 if resource.is_nested_stack() {
                     todo.push(format!("{stack}-{logical_id}"));
@@ -374,6 +375,9 @@ struct Resource {
     physical_id: String,
     provider: String,
     deletion_policy: Option<String>,
+    /// The recorded properties: what finds a queue policy's queues and a permission's
+    /// function.
+    properties: Value,
 }
 
 impl Resource {
@@ -451,6 +455,61 @@ impl Aws {
         }
     }
 
+    /// Whether AWS has the recorded resource `r`: [`Aws::exists`], except for the types
+    /// whose physical id alone does not find them (their SDK providers' own ids): a queue
+    /// policy has a queue of its recorded `Queues` holding a `Policy`; a Lambda permission is
+    /// a statement (`Sid` = the physical id) of its recorded function's policy.
+    async fn exists_recorded(&self, r: &Resource) -> Check<bool> {
+        let text = |key: &str| r.properties[key].as_str().unwrap_or_default().to_string();
+        match r.ty.as_str() {
+            "AWS::SQS::QueuePolicy" => {
+                let queues = r.properties["Queues"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                for url in queues.iter().filter_map(Value::as_str) {
+                    let got = self
+                        .sqs
+                        .get_queue_attributes()
+                        .queue_url(url)
+                        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::Policy)
+                        .send()
+                        .await;
+                    let not_found = [
+                        "AWS.SimpleQueueService.NonExistentQueue",
+                        "QueueDoesNotExist",
+                    ];
+                    let held = found(got, &not_found)?.and_then(|a| {
+                        a.attributes()?
+                            .get(&aws_sdk_sqs::types::QueueAttributeName::Policy)
+                            .cloned()
+                    });
+                    if held.is_some_and(|p| !p.is_empty()) {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+            "AWS::Lambda::Permission" => {
+                let got = self
+                    .lambda
+                    .get_policy()
+                    .function_name(text("FunctionName"))
+                    .send();
+                let policy = found(got.await, RESOURCE_NOT_FOUND)?;
+                let policy = policy.and_then(|p| p.policy().map(str::to_string));
+                let policy: Value = policy
+                    .and_then(|p| serde_json::from_str(&p).ok())
+                    .unwrap_or_default();
+                let statements = policy["Statement"].as_array().cloned().unwrap_or_default();
+                Ok(statements
+                    .iter()
+                    .any(|s| s["Sid"] == r.physical_id.as_str()))
+            }
+            _ => self.exists(&r.ty, &r.physical_id).await,
+        }
+    }
+
     /// Whether AWS has the resource: asked through the service's SDK where the test has
     /// one, else through Cloud Control.
     async fn exists(&self, ty: &str, id: &str) -> Check<bool> {
@@ -468,24 +527,6 @@ impl Aws {
                 ],
             )?
             .is_some(),
-            // The policy of a queue is its `Policy` attribute.
-            "AWS::SQS::QueuePolicy" => found(
-                self.sqs
-                    .get_queue_attributes()
-                    .queue_url(id)
-                    .attribute_names(aws_sdk_sqs::types::QueueAttributeName::Policy)
-                    .send()
-                    .await,
-                &[
-                    "AWS.SimpleQueueService.NonExistentQueue",
-                    "QueueDoesNotExist",
-                ],
-            )?
-            .is_some_and(|a| {
-                a.attributes()
-                    .and_then(|m| m.get(&aws_sdk_sqs::types::QueueAttributeName::Policy))
-                    .is_some_and(|p| !p.is_empty())
-            }),
             "AWS::SNS::Topic" => found(
                 self.sns.get_topic_attributes().topic_arn(id).send().await,
                 &["NotFound", "NotFoundException"],
@@ -529,6 +570,18 @@ impl Aws {
             "AWS::Lambda::Function" => found(
                 self.lambda.get_function().function_name(id).send().await,
                 RESOURCE_NOT_FOUND,
+            )?
+            .is_some(),
+            // One being deleted counts as gone.
+            "AWS::Lambda::EventSourceMapping" => found(
+                self.lambda.get_event_source_mapping().uuid(id).send().await,
+                RESOURCE_NOT_FOUND,
+            )?
+            .is_some_and(|m| m.state() != Some("Deleting")),
+            // The physical id is the bucket.
+            "AWS::S3::BucketPolicy" => found(
+                self.s3.get_bucket_policy().bucket(id).send().await,
+                &["NoSuchBucketPolicy", "NoSuchBucket"],
             )?
             .is_some(),
             "AWS::Logs::LogGroup" => {
@@ -832,7 +885,7 @@ async fn settled(cli: &Cli, aws: &Aws, target: &Target) -> Check<Vec<Resource>> 
     // AWS sees every resource: the checks after destroy can tell.
     for r in resources.iter().filter(|r| !r.is_nested_stack()) {
         let exists = aws
-            .exists(&r.ty, &r.physical_id)
+            .exists_recorded(r)
             .await
             .map_err(|e| format!("asking AWS for {r}: {e}"))?;
         ensure(exists, || {
@@ -879,7 +932,7 @@ async fn destroy(cli: &Cli, aws: &Aws, target: &Target, resources: &[Resource]) 
 
     let mut wrong = Vec::new();
     for r in resources.iter().filter(|r| !r.is_nested_stack()) {
-        match aws.exists(&r.ty, &r.physical_id).await {
+        match aws.exists_recorded(r).await {
             Ok(exists) if exists == r.kept_on_destroy() => {}
             Ok(true) => wrong.push(format!("{r} still exists after destroy")),
             Ok(false) => wrong.push(format!(
@@ -891,7 +944,7 @@ async fn destroy(cli: &Cli, aws: &Aws, target: &Target, resources: &[Resource]) 
     }
     for r in resources.iter().filter(|r| r.kept_on_destroy()) {
         let cleaned = match aws.delete(&r.ty, &r.physical_id).await {
-            Ok(()) => aws.exists(&r.ty, &r.physical_id).await,
+            Ok(()) => aws.exists_recorded(r).await,
             Err(e) => Err(e),
         };
         match cleaned {
@@ -1090,7 +1143,7 @@ async fn replacement_v1_then_v2_replaces_updates_adds_and_removes() {
     assert!(after.contains_key("AddedInV29500A960"));
     gone.push(&before["RemovedInV21409BCC2"]);
     for r in gone {
-        match aws.exists(&r.ty, &r.physical_id).await {
+        match aws.exists_recorded(r).await {
             Ok(false) => {}
             Ok(true) => wrong.push(format!("{r} still exists after v2")),
             Err(e) => wrong.push(format!("asking AWS for {r}: {e}")),
