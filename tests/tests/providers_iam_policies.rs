@@ -13,6 +13,8 @@
 //!   create (it then adopts it).
 //! - `AWS::IAM::ManagedPolicy` and `AWS::IAM::InstanceProfile` are made without a name, so
 //!   the retried create meets its own generated name and adopts it.
+//! - An inline policy create whose second principal does not exist fails as a wrong
+//!   request and takes back what it had put on the first.
 //!
 //! What the emulator does not show, so these tests do not prove it: IAM's eventual
 //! consistency (a principal made a moment ago not visible yet) never occurs on fakecloud,
@@ -220,6 +222,32 @@ async fn versions(iam: &Client, arn: &str) -> Vec<(String, bool)> {
     all
 }
 
+/// Six updates of `req` (its physical id set) with a new document each, the last one also
+/// moving the policy from its roles to `user`: the properties of the last.
+async fn six_new_documents(
+    provider: &IamManagedPolicyProvider,
+    req: &mut ResourceRequest,
+    user: &str,
+) -> Properties {
+    let mut properties = req.properties.clone();
+    let arn = req.physical_id.clone();
+    for (i, action) in ["s3:a", "s3:b", "s3:c", "s3:d", "s3:e", "s3:*"]
+        .iter()
+        .enumerate()
+    {
+        properties.insert("PolicyDocument".into(), document(action));
+        if i == 5 {
+            properties.remove("Roles");
+            properties.insert("Users".into(), json!([user]));
+        }
+        let update = update_of(req, properties.clone());
+        let updated = provider.update(&update).await.expect("update");
+        assert_eq!(Some(updated.physical_id), arn);
+        req.properties = update.properties;
+    }
+    properties
+}
+
 #[tokio::test]
 async fn sdk_iam_managed_policy_round_trip() {
     let iam = iam().await;
@@ -255,21 +283,7 @@ async fn sdk_iam_managed_policy_round_trip() {
     assert_eq!(read(&provider, &req).await, sorted(expected));
 
     // Six new documents: IAM keeps five versions, the newest the default.
-    let mut properties = req.properties.clone();
-    for (i, action) in ["s3:a", "s3:b", "s3:c", "s3:d", "s3:e", "s3:*"]
-        .iter()
-        .enumerate()
-    {
-        properties.insert("PolicyDocument".into(), document(action));
-        if i == 5 {
-            properties.remove("Roles");
-            properties.insert("Users".into(), json!([user]));
-        }
-        let update = update_of(&req, properties.clone());
-        let updated = provider.update(&update).await.expect("update");
-        assert_eq!(updated.physical_id, arn);
-        req.properties = update.properties;
-    }
+    let properties = six_new_documents(&provider, &mut req, &user).await;
     let held = versions(&iam, &arn).await;
     assert_eq!(held.len(), 5, "{held:?}");
     assert_eq!(held.last(), Some(&("v7".to_string(), true)), "{held:?}");
@@ -390,4 +404,25 @@ async fn sdk_iam_instance_profile_round_trip() {
             .instance_profiles()
             .is_empty()
     );
+}
+
+/// A create whose second principal does not exist fails as a wrong request, and takes the
+/// policy it had put on the first one away again: a failed create leaves nothing.
+#[tokio::test]
+async fn sdk_iam_policy_failed_create_leaves_nothing() {
+    let iam = iam().await;
+    let provider = IamPolicyProvider::new(iam.clone());
+    let role = role(&iam).await;
+    let template = json!({
+        "PolicyName": unique_name("inline"),
+        "PolicyDocument": document("s3:GetObject"),
+        "Roles": [role],
+        "Users": [unique_name("nosuchuser")]
+    });
+    let req = request("Policy", "AWS::IAM::Policy", template);
+    match provider.create(&req).await {
+        Err(ProviderError::InvalidRequest(m)) => assert!(m.contains("user"), "{m}"),
+        other => panic!("the create must fail, got {other:?}"),
+    }
+    assert!(role_policies(&iam, &role).await.is_empty());
 }
