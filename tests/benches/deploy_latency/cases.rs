@@ -1,13 +1,11 @@
-//! The templates: corpus cases (what fakecloud cannot serve removed), their inputs, and
+//! The templates: corpus cases, their inputs, and
 //! whether a run succeeded.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use stackflow_core::graph;
 use stackflow_core::intrinsics::{Pseudo, bind_parameters};
-use stackflow_core::template::{StackTemplate, Template, load_path};
+use stackflow_core::template::{StackTemplate, load_path};
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::{DeployOptions, StackReport, StackStatus};
 use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
@@ -18,81 +16,10 @@ pub(crate) fn corpus(case: &str) -> PathBuf {
         .join(case)
 }
 
-/// The resources `v` refers to.
-pub(crate) fn refs_of(v: &serde_json::Value, t: &Template) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    graph::references(v, t, &Default::default(), &mut out);
-    out
-}
-
-/// Removes the resources of unsupported types, what refers to them, and their
-/// `DependsOn` mentions. Says what it removed.
-pub(crate) fn drop_unsupported(t: &mut Template) -> Vec<String> {
-    let mut gone: BTreeSet<String> = t
-        .resources
-        .iter()
-        .filter(|(_, r)| crate::UNSUPPORTED.contains(&r.ty.as_str()))
-        .map(|(id, _)| id.clone())
-        .collect();
-    loop {
-        let more: Vec<String> = t
-            .resources
-            .iter()
-            .filter(|(id, _)| !gone.contains(*id))
-            .filter(|(_, r)| {
-                r.properties
-                    .values()
-                    .any(|v| refs_of(v, t).iter().any(|x| gone.contains(x)))
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        gone.extend(more);
-    }
-    let mut notes = Vec::new();
-    for id in &gone {
-        if let Some(r) = t.resources.shift_remove(id) {
-            notes.push(format!("removed {id} ({})", r.ty));
-        }
-    }
-    for (id, r) in t.resources.iter_mut() {
-        let dropped: Vec<String> = r
-            .depends_on
-            .iter()
-            .filter(|d| gone.contains(*d))
-            .cloned()
-            .collect();
-        if !dropped.is_empty() {
-            r.depends_on.retain(|d| !gone.contains(d));
-            notes.push(format!(
-                "removed DependsOn {} from {id}",
-                dropped.join(", ")
-            ));
-        }
-    }
-    let outputs: Vec<String> = t.outputs.keys().cloned().collect();
-    for name in outputs {
-        let o = &t.outputs[&name];
-        if refs_of(&o.value, t).iter().any(|x| gone.contains(x))
-            || o.export_name
-                .as_ref()
-                .is_some_and(|e| refs_of(e, t).iter().any(|x| gone.contains(x)))
-        {
-            t.outputs.shift_remove(&name);
-            notes.push(format!("removed output {name}"));
-        }
-    }
-    notes
-}
-
-pub(crate) fn load_case(case: &str) -> (StackTemplate, Vec<String>) {
+pub(crate) fn load_case(case: &str) -> StackTemplate {
     let mut stacks = load_path(&corpus(case)).unwrap_or_else(|e| panic!("{case}: {e}"));
     assert_eq!(stacks.len(), 1, "{case}: one stack");
-    let mut stack = stacks.remove(0);
-    let notes = drop_unsupported(&mut stack.template);
-    (stack, notes)
+    stacks.remove(0)
 }
 
 pub(crate) fn input(stack: &StackTemplate, name: &str) -> StackInput {
@@ -148,13 +75,15 @@ pub(crate) fn problem(report: &StackReport) -> Option<String> {
 /// How many resources of each type the generated large template has, in this order:
 /// SDK providers (SQS, SNS, Logs, SSM) and Cloud Control types (CloudWatch alarms,
 /// EventBridge rules).
-pub(crate) const LARGE_MIX: [(&str, usize); 6] = [
+pub(crate) const LARGE_MIX: [(&str, usize); 7] = [
     ("AWS::SQS::Queue", 200),
     ("AWS::SNS::Topic", 150),
     ("AWS::Logs::LogGroup", 150),
     ("AWS::SSM::Parameter", 300),
-    ("AWS::CloudWatch::Alarm", 150),
+    ("AWS::CloudWatch::Alarm", 100),
     ("AWS::Events::Rule", 50),
+    // Through Cloud Control (every other type has an SDK provider).
+    ("AWS::ECR::Repository", 50),
 ];
 
 /// The generated template of [`LARGE_MIX`]: each parameter holds a queue's ARN (the first
@@ -179,6 +108,8 @@ pub(crate) fn large_template() -> Value {
                     "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 1,
                     "Threshold": 1, "ComparisonOperator": "GreaterThanThreshold",
                     "AlarmActions": [{"Ref": format!("Topic{i}")}]}),
+                "AWS::ECR::Repository" => json!({"RepositoryName": format!("bench-large/repo{i}"),
+                    "ImageTagMutability": "MUTABLE"}),
                 _ => json!({"ScheduleExpression": "rate(1 day)", "State": "DISABLED"}),
             };
             let stem = ty

@@ -37,7 +37,7 @@ pub(crate) async fn throttled(emulator: &Emulator, store: &Arc<SqliteStore>, lat
         .to_builder()
         .endpoint_url(proxy.endpoint())
         .build();
-    let (stack, _) = load_case("wide-200");
+    let stack = load_case("wide-200");
     println!(
         "\nwide-200 behind a rate limit of {RATE} requests/s per service (burst {BURST}), latency {} ms, default settings:",
         latency.as_millis()

@@ -25,9 +25,7 @@
 //!    prerequisite of that resource, beside its dependencies. The destroy bound is the
 //!    same with the delete calls (the reversed graph has the same longest chain).
 //!
-//! `vpc-two-az-nat`: fakecloud's Cloud Control does not support
-//! `AWS::EC2::SubnetRouteTableAssociation` and `AWS::EC2::VPCEndpoint`; those resources,
-//! what refers to them and their `DependsOn` mentions are removed (the run says which).
+//! `vpc-two-az-nat` runs in full: its 26 resources go through the EC2 SDK providers.
 //!
 //! Then ([`extra`]): wide-200 at the default settings behind a rate limit (the fault
 //! proxy's, [`extra::RATE`] requests per second per service); the CLI (`target/release/
@@ -69,11 +67,6 @@ use crate::print::{print_breakdown, print_calls, print_operations, print_table};
 use crate::runs::{Run, calibrate, timed};
 
 const CASES: [&str; 3] = ["wide-200", "deep-chain-50", "vpc-two-az-nat"];
-/// Types fakecloud's Cloud Control does not support.
-const UNSUPPORTED: [&str; 2] = [
-    "AWS::EC2::SubnetRouteTableAssociation",
-    "AWS::EC2::VPCEndpoint",
-];
 const STARTUP_RUNS: usize = 5;
 
 /// One case's numbers.
@@ -120,11 +113,8 @@ async fn run_case(
     store: &Arc<SqliteStore>,
     latency: Duration,
 ) -> Option<Row> {
-    let (stack, notes) = load_case(case);
+    let stack = load_case(case);
     println!("\n{case}: {} resources", stack.template.resources.len());
-    for n in &notes {
-        println!("  {n} (fakecloud's Cloud Control does not support it)");
-    }
     let calls = match calibrate(proxy, config, store, &stack).await {
         Ok(c) => c,
         Err(e) => {
