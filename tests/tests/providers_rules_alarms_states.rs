@@ -146,6 +146,12 @@ async fn sdk_cloudwatch_alarm_round_trip() {
         "Tags": [{"Key": "team", "Value": "core"}]
     });
     let mut req = request("DepthAlarm", "AWS::CloudWatch::Alarm", template.clone());
+    // As the engine sends it: the stack's id names the account, so the ARN is made, not
+    // read (the already-exists test reads it: its requests carry no stack id).
+    req.stack_id = Some(format!(
+        "arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/{}/id",
+        req.stack_name
+    ));
     let created = provider.create(&req).await.expect("create");
     let name = created.physical_id.clone();
     assert!(
@@ -398,6 +404,42 @@ async fn sdk_state_machine_round_trip() {
     // A retry of the same create (same token) ends with the same state machine.
     let again = provider.create(&req).await.expect("create retried");
     assert_eq!(again.physical_id, machine);
+    // A retry that meets a machine of its generated name made differently
+    // (`StateMachineAlreadyExists`) adopts it and brings it to its template; the first
+    // request, retried once more, brings it back.
+    // (The emulator refuses such a create as AWS does, so the adoption below is the
+    // provider's.)
+    let refused = sfn
+        .create_state_machine()
+        .name(&name)
+        .definition(r#"{"StartAt":"A","States":{"A":{"Type":"Succeed"}}}"#)
+        .role_arn(&role)
+        .send()
+        .await
+        .expect_err("a different machine of the same name");
+    let refused = refused.into_service_error();
+    assert!(refused.is_state_machine_already_exists(), "{refused:?}");
+    let mut other = req.clone();
+    other
+        .properties
+        .insert("TracingConfiguration".into(), json!({"Enabled": false}));
+    let adopted = provider.create(&other).await.expect("create adopting");
+    assert_eq!(adopted.physical_id, machine);
+    let tracing =
+        |d: &aws_sdk_sfn::operation::describe_state_machine::DescribeStateMachineOutput| {
+            d.tracing_configuration().is_some_and(|t| t.enabled())
+        };
+    let described = sfn
+        .describe_state_machine()
+        .state_machine_arn(&machine)
+        .send();
+    assert!(!tracing(&described.await.expect("DescribeStateMachine")));
+    provider.create(&req).await.expect("create retried again");
+    let described = sfn
+        .describe_state_machine()
+        .state_machine_arn(&machine)
+        .send();
+    assert!(tracing(&described.await.expect("DescribeStateMachine")));
 
     req.physical_id = Some(machine.clone());
     let mut expected = props(template);

@@ -21,9 +21,10 @@
 //! left out (`ActionsEnabled` true, `TreatMissingData` `missing`, empty action and
 //! dimension lists); `Threshold` is an integer when it is a whole number.
 //!
-//! Calls: a create is `DescribeAlarms` (named only), `PutMetricAlarm`, `DescribeAlarms`
-//! (the ARN); an update is `PutMetricAlarm`, `DescribeAlarms` and the tag calls when the
-//! tags change; a delete is `DeleteAlarms`.
+//! Calls: a create is `DescribeAlarms` (named only) and `PutMetricAlarm`; an update is
+//! `PutMetricAlarm` and the tag calls when the tags change; a delete is `DeleteAlarms`. The
+//! `Arn` is made of the stack's id (its account) and the client's region; only when the
+//! request carries no stack id of this region is it read (`DescribeAlarms`, one call more).
 //!
 //! Emulator (fakecloud 0.51.0): see `tests/tests/providers_rules_alarms_states.rs`.
 
@@ -250,6 +251,31 @@ fn alarm_request(
         .set_threshold_metric_id(string_of(props, "ThresholdMetricId")))
 }
 
+/// The ARN of alarm `name` in the stack's account, from the stack's id
+/// (`arn:PARTITION:cloudformation:REGION:ACCOUNT:stack/...`) when it names `region`;
+/// `None` when the account is not known so.
+fn arn_in_stack_account(stack_id: Option<&str>, region: &str, name: &str) -> Option<String> {
+    let mut parts = stack_id?.splitn(6, ':');
+    let (Some("arn"), Some(partition), Some("cloudformation"), Some(at), Some(account)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let is_account = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
+    (is_account && at == region && !region.is_empty())
+        .then(|| format!("arn:{partition}:cloudwatch:{region}:{account}:alarm:{name}"))
+}
+
+fn arn_attributes(arn: &str) -> Attributes {
+    let mut a = Attributes::new();
+    a.insert("Arn".into(), json!(arn));
+    a
+}
+
 fn attributes_of(alarm: &MetricAlarm) -> Attributes {
     let mut a = Attributes::new();
     if let Some(arn) = alarm.alarm_arn() {
@@ -273,9 +299,28 @@ impl AlarmProvider {
             .map(drop)
     }
 
-    /// The alarm that must exist now (right after a write).
-    async fn written(&self, name: &str) -> Result<MetricAlarm, ProviderError> {
-        self.find(name).await?.ok_or_else(|| vanished(TYPE, name))
+    /// The ARN of alarm `name`, which must exist now (right after a write): made of the
+    /// stack's id and the client's region when they tell the account, else read
+    /// (`DescribeAlarms`).
+    async fn arn_now(
+        &self,
+        request: &ResourceRequest,
+        name: &str,
+    ) -> Result<String, ProviderError> {
+        let region = self
+            .client
+            .config()
+            .region()
+            .map(|r| r.as_ref().to_string());
+        let stack_id = request.stack_id.as_deref();
+        if let Some(arn) = region.and_then(|r| arn_in_stack_account(stack_id, &r, name)) {
+            return Ok(arn);
+        }
+        let alarm = self.find(name).await?.ok_or_else(|| vanished(TYPE, name))?;
+        alarm
+            .alarm_arn()
+            .map(str::to_string)
+            .ok_or_else(|| vanished(TYPE, name))
     }
 
     /// The alarm's tags.
@@ -314,10 +359,10 @@ impl SdkResource for AlarmProvider {
         self.put(&name, props, Some(tags))
             .await
             .map_err(|e| e.context(context(request, TYPE)))?;
-        let alarm = self.written(&name).await?;
+        let arn = self.arn_now(request, &name).await?;
         Ok(Created {
             sensitive: false,
-            attributes: attributes_of(&alarm),
+            attributes: arn_attributes(&arn),
             physical_id: name,
         })
     }
@@ -330,16 +375,13 @@ impl SdkResource for AlarmProvider {
         self.put(name, props, None)
             .await
             .map_err(|e| e.context(context(request, TYPE)))?;
-        let alarm = self.written(name).await?;
-        let (old, new) = (tag_map(&previous), tag_map(props));
-        if old != new {
-            let arn = alarm.alarm_arn().ok_or_else(|| vanished(TYPE, name))?;
-            self.sync_tags(arn, &old, &new).await?;
-        }
+        let arn = self.arn_now(request, name).await?;
+        self.sync_tags(&arn, &tag_map(&previous), &tag_map(props))
+            .await?;
         Ok(Updated {
             sensitive: false,
             physical_id: name.to_string(),
-            attributes: attributes_of(&alarm),
+            attributes: arn_attributes(&arn),
             replaced: false,
         })
     }
