@@ -25,7 +25,9 @@
 //! rules with `DescribeSecurityGroupRules` and leaves out those marked with another
 //! logical id (standalone `AWS::EC2::SecurityGroupIngress`/`Egress` resources of the
 //! stack), so that they are not reported as the group's drift; the egress list is left out
-//! when it is EC2's default rule alone.
+//! when it is EC2's default rule alone. The rules come in the order the reading request's
+//! properties list them (the others after them), so a group as the template asks reads
+//! back as the template's lists.
 //!
 //! Emulator (fakecloud 0.51.0): it lets two groups of one VPC share a name (AWS refuses:
 //! `InvalidGroup.Duplicate`), which the name look-up before the create covers.

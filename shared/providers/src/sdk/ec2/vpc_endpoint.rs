@@ -18,9 +18,15 @@
 //! it, then waits until it is `available` (or `pendingAcceptance`: a service that accepts
 //! endpoints by hand). A delete waits until the endpoint is gone.
 //!
+//! An interface endpoint without `PrivateDnsEnabled` is made with private DNS off, as
+//! CloudFormation does (the API alone would turn it on).
+//!
 //! `read_current_state` reports `VpcId`, `ServiceName`, `VpcEndpointType`, the id lists
-//! (sorted, when not empty), `PolicyDocument` as an object unless it is the full-access
-//! policy AWS gives an endpoint without one, `PrivateDnsEnabled` when true, and `Tags`.
+//! when not empty (in the order the reading request's properties list them, the others
+//! after, sorted), `PolicyDocument` as an object unless it is the full-access policy AWS
+//! gives an endpoint without one, `PrivateDnsEnabled` when true, and `Tags`. An interface
+//! endpoint made without `SecurityGroupIds` gets the VPC's default group from AWS, which
+//! the read then lists.
 //!
 //! Emulator (fakecloud 0.51.0): its Cloud Control does not serve this type at all, which is
 //! why this provider exists before the others of the family. The endpoint is `available`
@@ -235,7 +241,9 @@ impl VpcEndpointProvider {
         let service = string_of(props, "ServiceName")
             .ok_or_else(|| invalid(TYPE, "ServiceName is required"))?;
         let some = |key: &str| Some(ids(props, key)).filter(|l| !l.is_empty());
-        let private_dns = bool_of(TYPE, props, "PrivateDnsEnabled")?;
+        // CloudFormation's default is false; the API's, for an interface endpoint, true.
+        let private_dns = bool_of(TYPE, props, "PrivateDnsEnabled")?
+            .or_else(|| (endpoint_type(props) == "Interface").then_some(false));
         let spec = tag_specification(TYPE, ResourceType::VpcEndpoint, request)?;
         let token = client_token(request);
         let kind = VpcEndpointType::from(endpoint_type(props).as_str());
