@@ -506,6 +506,23 @@ impl Aws {
                     .iter()
                     .any(|s| s["Sid"] == r.physical_id.as_str()))
             }
+            // An inline policy's physical id is a made-up name: its SDK provider reads it
+            // by the recorded PolicyName on the recorded Roles, Users and Groups.
+            "AWS::IAM::Policy" => {
+                use stackflow_providers::{CurrentState, ResourceRequest};
+                let Some(provider) = self.providers.registry.sdk_provider(&r.ty) else {
+                    return Err(format!("no SDK provider for {}", r.ty));
+                };
+                let props = r.properties.as_object().cloned().unwrap_or_default();
+                let mut request = ResourceRequest::new("corpus", "Check", &r.ty, props);
+                request.physical_id = Some(r.physical_id.clone());
+                match provider.read_current_state(&request).await {
+                    Ok(CurrentState::Found(_)) => Ok(true),
+                    Ok(CurrentState::NotFound) => Ok(false),
+                    Ok(CurrentState::CannotRead(why)) => Err(format!("{r}: {why}")),
+                    Err(e) => Err(format!("{r}: {e}")),
+                }
+            }
             _ => self.exists(&r.ty, &r.physical_id).await,
         }
     }
