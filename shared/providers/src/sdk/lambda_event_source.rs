@@ -26,8 +26,8 @@
 //!
 //! `read_current_state` reports the template's properties with AWS's defaults left out
 //! (`BatchSize` 10 for SQS and 100 for other sources, `Enabled` true, no filters,
-//! windows 0, retries and record age -1, `ParallelizationFactor` 1); `FunctionName` as the
-//! template gives it (a name, or the ARN).
+//! windows 0, retries and record age -1, `ParallelizationFactor` 1) unless the template
+//! spells them; `FunctionName` as the template gives it (a name, or the ARN).
 //!
 //! Calls: create 2 (`ListEventSourceMappings`, `CreateEventSourceMapping`); update 1;
 //! delete 1.
@@ -419,15 +419,18 @@ fn state_of(found: &GetEventSourceMappingOutput, template: &Properties) -> Prope
     ];
     for ((key, default), value) in INTEGERS.iter().zip(values) {
         let default = default.unwrap_or_else(|| default_batch_size(source));
-        if let Some(value) = value.filter(|v| *v != default) {
+        let spelled = template.contains_key(*key);
+        if let Some(value) = value.filter(|v| *v != default || spelled) {
             state.insert((*key).to_string(), json!(value));
         }
     }
-    if matches!(found.state(), Some("Disabled" | "Disabling")) {
-        state.insert("Enabled".into(), json!(false));
+    let enabled = !matches!(found.state(), Some("Disabled" | "Disabling"));
+    if !enabled || template.contains_key("Enabled") {
+        state.insert("Enabled".into(), json!(enabled));
     }
-    if found.bisect_batch_on_function_error() == Some(true) {
-        state.insert("BisectBatchOnFunctionError".into(), json!(true));
+    let bisect = found.bisect_batch_on_function_error().unwrap_or(false);
+    if bisect || template.contains_key("BisectBatchOnFunctionError") {
+        state.insert("BisectBatchOnFunctionError".into(), json!(bisect));
     }
     let filters = found
         .filter_criteria()
@@ -499,5 +502,10 @@ mod tests {
             "EventSourceArn": "arn:aws:sqs:us-east-1:123456789012:q"
         }));
         assert_eq!(state_of(&found, &template), template);
+        // A default the template spells is reported.
+        let mut spelled = template.clone();
+        spelled.insert("BatchSize".into(), json!(10));
+        spelled.insert("Enabled".into(), json!(true));
+        assert_eq!(state_of(&found, &spelled), spelled);
     }
 }

@@ -18,8 +18,9 @@
 //! takes back its own after an interrupted create.
 //!
 //! `read_current_state` reports `TopicArn`, `Protocol`, `Endpoint` and the attributes whose
-//! value differs from AWS's default (`RawMessageDelivery` as a boolean, the policies in the
-//! template's shape: an object, or the JSON text when the template gives text).
+//! value differs from AWS's default or that the template spells (`RawMessageDelivery` as a
+//! boolean, the policies in the template's shape: an object, or the JSON text when the
+//! template gives text).
 //!
 //! Calls: create 1 list page (or more) + `Subscribe`; update 1 `SetSubscriptionAttributes`
 //! per changed attribute; delete 1 `Unsubscribe`.
@@ -307,7 +308,8 @@ fn state_of(found: &HashMap<String, String>, template: &Properties) -> Propertie
         let Some(value) = found.get(*name) else {
             continue;
         };
-        if value.is_empty() || value == default_of(name) {
+        let spelled = template.contains_key(*name);
+        if value.is_empty() || (value == default_of(name) && !spelled) {
             continue;
         }
         let value = match kind {
@@ -352,6 +354,9 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert_eq!(state_of(&found, &template), template);
+        let mut spelled = template.clone();
+        spelled.insert("FilterPolicyScope".into(), json!("MessageAttributes"));
+        assert_eq!(state_of(&found, &spelled), spelled);
         assert!(identity(&props(json!({"TopicArn": "t"}))).is_err());
     }
 }
