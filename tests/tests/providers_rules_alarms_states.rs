@@ -348,6 +348,59 @@ const DEFINITION: &str = "{\"StartAt\":\"Start\",\"States\":{\"Start\":{\"Type\"
     \"Result\":{\"queue\":\"${QueueUrl}\",\"n\":${Count}},\"Next\":\"Ok\"},\
     \"Ok\":{\"Type\":\"Succeed\"}},\"TimeoutSeconds\":300}";
 
+/// After the create of `req` made `machine`: the substitutions were applied before the
+/// definition was sent, and retries of the create (same token) end with the same machine,
+/// also one that meets the machine made differently (`StateMachineAlreadyExists`): it
+/// adopts it and brings it to its template; the first request, retried once more, brings
+/// it back. (The emulator refuses such a create as AWS does, so the adoption is the
+/// provider's.)
+async fn retries_end_with_the_same_machine(
+    sfn: &aws_sdk_sfn::Client,
+    provider: &StateMachineProvider,
+    req: &ResourceRequest,
+    machine: &str,
+    role: &str,
+) {
+    let describe = || async {
+        sfn.describe_state_machine()
+            .state_machine_arn(machine)
+            .send()
+            .await
+            .expect("DescribeStateMachine")
+    };
+    let sent: Value = serde_json::from_str(describe().await.definition()).expect("JSON");
+    assert_eq!(
+        sent["States"]["Start"]["Result"],
+        json!({"queue": "https://sqs/q", "n": 2})
+    );
+    let again = provider.create(req).await.expect("create retried");
+    assert_eq!(again.physical_id, machine);
+    let name = machine.rsplit(':').next().expect("a name");
+    let refused = sfn
+        .create_state_machine()
+        .name(name)
+        .definition(r#"{"StartAt":"A","States":{"A":{"Type":"Succeed"}}}"#)
+        .role_arn(role)
+        .send()
+        .await
+        .expect_err("a different machine of the same name");
+    let refused = refused.into_service_error();
+    assert!(refused.is_state_machine_already_exists(), "{refused:?}");
+    let mut other = req.clone();
+    other
+        .properties
+        .insert("TracingConfiguration".into(), json!({"Enabled": false}));
+    let adopted = provider.create(&other).await.expect("create adopting");
+    assert_eq!(adopted.physical_id, machine);
+    let tracing =
+        |d: &aws_sdk_sfn::operation::describe_state_machine::DescribeStateMachineOutput| {
+            d.tracing_configuration().is_some_and(|t| t.enabled())
+        };
+    assert!(!tracing(&describe().await));
+    provider.create(req).await.expect("create retried again");
+    assert!(tracing(&describe().await));
+}
+
 #[tokio::test]
 async fn sdk_state_machine_round_trip() {
     let config = Emulator::shared().await.sdk_config().await;
@@ -389,57 +442,7 @@ async fn sdk_state_machine_round_trip() {
         created.attributes.get("StateMachineRevisionId"),
         Some(&json!("INITIAL"))
     );
-    // The substitutions were applied before the definition was sent.
-    let described = sfn
-        .describe_state_machine()
-        .state_machine_arn(&machine)
-        .send()
-        .await
-        .expect("DescribeStateMachine");
-    let sent: Value = serde_json::from_str(described.definition()).expect("JSON");
-    assert_eq!(
-        sent["States"]["Start"]["Result"],
-        json!({"queue": "https://sqs/q", "n": 2})
-    );
-    // A retry of the same create (same token) ends with the same state machine.
-    let again = provider.create(&req).await.expect("create retried");
-    assert_eq!(again.physical_id, machine);
-    // A retry that meets a machine of its generated name made differently
-    // (`StateMachineAlreadyExists`) adopts it and brings it to its template; the first
-    // request, retried once more, brings it back.
-    // (The emulator refuses such a create as AWS does, so the adoption below is the
-    // provider's.)
-    let refused = sfn
-        .create_state_machine()
-        .name(&name)
-        .definition(r#"{"StartAt":"A","States":{"A":{"Type":"Succeed"}}}"#)
-        .role_arn(&role)
-        .send()
-        .await
-        .expect_err("a different machine of the same name");
-    let refused = refused.into_service_error();
-    assert!(refused.is_state_machine_already_exists(), "{refused:?}");
-    let mut other = req.clone();
-    other
-        .properties
-        .insert("TracingConfiguration".into(), json!({"Enabled": false}));
-    let adopted = provider.create(&other).await.expect("create adopting");
-    assert_eq!(adopted.physical_id, machine);
-    let tracing =
-        |d: &aws_sdk_sfn::operation::describe_state_machine::DescribeStateMachineOutput| {
-            d.tracing_configuration().is_some_and(|t| t.enabled())
-        };
-    let described = sfn
-        .describe_state_machine()
-        .state_machine_arn(&machine)
-        .send();
-    assert!(!tracing(&described.await.expect("DescribeStateMachine")));
-    provider.create(&req).await.expect("create retried again");
-    let described = sfn
-        .describe_state_machine()
-        .state_machine_arn(&machine)
-        .send();
-    assert!(tracing(&described.await.expect("DescribeStateMachine")));
+    retries_end_with_the_same_machine(&sfn, &provider, &req, &machine, &role).await;
 
     req.physical_id = Some(machine.clone());
     let mut expected = props(template);
