@@ -19,7 +19,7 @@
 //!   `KMSInvalidStateException`, which the provider takes as done after a `DescribeKey`):
 //!   the second delete here proves the outcome, not that path. `GetKeyRotationStatus` of
 //!   an asymmetric key answers "off" (AWS refuses the question; the provider reads that
-//!   as off too).
+//!   as off too). The tests make no RSA key: fakecloud takes 2 to 15 seconds for one.
 //! - ECS: a new cluster reports no settings (AWS reports `containerInsights` `disabled`,
 //!   which the state leaves out); a deleted cluster is `MISSING` at once (AWS keeps it
 //!   `INACTIVE` for a while, which `find` treats as gone). Capacity providers are accepted
@@ -366,6 +366,13 @@ async fn sdk_ecs_cluster_round_trip() {
     let provider = EcsClusterProvider::new(aws_sdk_ecs::Client::new(&config));
     let template = json!({
         "ClusterSettings": [{"Name": "containerInsights", "Value": "enabled"}],
+        "Configuration": {"ExecuteCommandConfiguration": {
+            "Logging": "OVERRIDE",
+            "LogConfiguration": {
+                "CloudWatchLogGroupName": "/ecs/exec",
+                "CloudWatchEncryptionEnabled": true
+            }
+        }},
         "Tags": [{"Key": "b", "Value": "2"}, {"Key": "a", "Value": "1"}]
     });
     let mut req = request("Cluster", "AWS::ECS::Cluster", template.clone());

@@ -2,9 +2,9 @@
 //!
 //! The physical id (what `Ref` returns) is the cluster name; the attribute is `Arn`.
 //! Without a `ClusterName` the name is generated ([`crate::names::physical_name`]).
-//! Handled: `ClusterName`, `ClusterSettings`, `CapacityProviders`,
-//! `DefaultCapacityProviderStrategy` and `Tags` (anything else, e.g. `Configuration` or
-//! `ServiceConnectDefaults`, goes to Cloud Control).
+//! Handled: `ClusterName`, `ClusterSettings`, `Configuration` (execute command and managed
+//! storage), `CapacityProviders`, `DefaultCapacityProviderStrategy` and `Tags` (anything
+//! else, e.g. `ServiceConnectDefaults`, goes to Cloud Control).
 //!
 //! `CreateCluster` answers an active cluster of the same name as if it made it: a name
 //! the template gives is looked up (`DescribeClusters`) once before the call, and a taken
@@ -13,12 +13,15 @@
 //!
 //! `ClusterName` cannot change in place ([`ProviderError::NotUpdatable`]); the settings
 //! change with `UpdateClusterSettings` (dropped: `containerInsights` back to `disabled`),
+//! the configuration with `UpdateCluster` (dropped: execute command logging `DEFAULT`),
 //! the capacity providers and the default strategy together with
 //! `PutClusterCapacityProviders`, tags with `TagResource`/`UntagResource`. A cluster whose
 //! status is `INACTIVE` (deleted) counts as gone.
 //!
-//! `read_current_state` (one `DescribeClusters` with settings and tags) reports
+//! `read_current_state` (one `DescribeClusters` with settings, configuration and tags) reports
 //! `ClusterName`, `ClusterSettings` unless only `containerInsights` `disabled`,
+//! `Configuration` (what it holds, encryption flags when true; execute command logging
+//! `DEFAULT` alone, what a dropped configuration leaves, is left out),
 //! `CapacityProviders` and `DefaultCapacityProviderStrategy` (`Base` and `Weight` left
 //! out when 0) when there are any, and `Tags`.
 //!
@@ -33,7 +36,9 @@ use std::collections::HashMap;
 
 use aws_sdk_ecs::Client;
 use aws_sdk_ecs::types::{
-    CapacityProviderStrategyItem, Cluster, ClusterField, ClusterSetting, ClusterSettingName, Tag,
+    CapacityProviderStrategyItem, Cluster, ClusterConfiguration, ClusterField, ClusterSetting,
+    ClusterSettingName, ExecuteCommandConfiguration, ExecuteCommandLogConfiguration,
+    ExecuteCommandLogging, ManagedStorageConfiguration, Tag,
 };
 use serde_json::{Value, json};
 
@@ -49,6 +54,7 @@ use crate::provider::{Properties, ResourceRequest, Updated};
 const HANDLED: &[&str] = &[
     "ClusterName",
     "ClusterSettings",
+    "Configuration",
     "CapacityProviders",
     "DefaultCapacityProviderStrategy",
     "Tags",
@@ -151,6 +157,103 @@ fn strategy_of(props: &Properties) -> Result<Vec<CapacityProviderStrategyItem>, 
         .collect()
 }
 
+/// A string field of a template object.
+fn text_at(v: &Value, key: &str) -> Option<String> {
+    v.get(key).map(value_string)
+}
+
+/// A boolean field of a template object (a JSON boolean or its string).
+fn flag_at(v: &Value, key: &str) -> Option<bool> {
+    match v.get(key)? {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The template's `Configuration` (execute command and managed storage).
+fn configuration_of(props: &Properties) -> Option<ClusterConfiguration> {
+    let c = props.get("Configuration")?;
+    let exec = c.get("ExecuteCommandConfiguration").map(|e| {
+        let log = e.get("LogConfiguration").map(|l| {
+            ExecuteCommandLogConfiguration::builder()
+                .set_cloud_watch_log_group_name(text_at(l, "CloudWatchLogGroupName"))
+                .set_cloud_watch_encryption_enabled(flag_at(l, "CloudWatchEncryptionEnabled"))
+                .set_s3_bucket_name(text_at(l, "S3BucketName"))
+                .set_s3_encryption_enabled(flag_at(l, "S3EncryptionEnabled"))
+                .set_s3_key_prefix(text_at(l, "S3KeyPrefix"))
+                .build()
+        });
+        ExecuteCommandConfiguration::builder()
+            .set_kms_key_id(text_at(e, "KmsKeyId"))
+            .set_logging(text_at(e, "Logging").map(|l| ExecuteCommandLogging::from(l.as_str())))
+            .set_log_configuration(log)
+            .build()
+    });
+    let storage = c.get("ManagedStorageConfiguration").map(|m| {
+        ManagedStorageConfiguration::builder()
+            .set_kms_key_id(text_at(m, "KmsKeyId"))
+            .set_fargate_ephemeral_storage_kms_key_id(text_at(m, "FargateEphemeralStorageKmsKeyId"))
+            .build()
+    });
+    Some(
+        ClusterConfiguration::builder()
+            .set_execute_command_configuration(exec)
+            .set_managed_storage_configuration(storage)
+            .build(),
+    )
+}
+
+/// Puts `value` under `key` when it is there.
+fn put(object: &mut serde_json::Map<String, Value>, key: &str, value: Option<&str>) {
+    if let Some(value) = value {
+        object.insert(key.into(), json!(value));
+    }
+}
+
+/// A cluster's configuration in the template's shape; `None` when it holds nothing.
+fn configuration_state(c: &ClusterConfiguration) -> Option<Value> {
+    let mut out = serde_json::Map::new();
+    if let Some(e) = c.execute_command_configuration() {
+        let mut exec = serde_json::Map::new();
+        put(&mut exec, "KmsKeyId", e.kms_key_id());
+        put(&mut exec, "Logging", e.logging().map(|l| l.as_str()));
+        if let Some(l) = e.log_configuration() {
+            let mut log = serde_json::Map::new();
+            put(
+                &mut log,
+                "CloudWatchLogGroupName",
+                l.cloud_watch_log_group_name(),
+            );
+            if l.cloud_watch_encryption_enabled() {
+                log.insert("CloudWatchEncryptionEnabled".into(), json!(true));
+            }
+            put(&mut log, "S3BucketName", l.s3_bucket_name());
+            if l.s3_encryption_enabled() {
+                log.insert("S3EncryptionEnabled".into(), json!(true));
+            }
+            put(&mut log, "S3KeyPrefix", l.s3_key_prefix());
+            if !log.is_empty() {
+                exec.insert("LogConfiguration".into(), Value::Object(log));
+            }
+        }
+        let only_default = exec.len() == 1 && exec.get("Logging") == Some(&json!("DEFAULT"));
+        if !exec.is_empty() && !only_default {
+            out.insert("ExecuteCommandConfiguration".into(), Value::Object(exec));
+        }
+    }
+    if let Some(m) = c.managed_storage_configuration() {
+        let mut storage = serde_json::Map::new();
+        put(&mut storage, "KmsKeyId", m.kms_key_id());
+        let fargate = m.fargate_ephemeral_storage_kms_key_id();
+        put(&mut storage, "FargateEphemeralStorageKmsKeyId", fargate);
+        if !storage.is_empty() {
+            out.insert("ManagedStorageConfiguration".into(), Value::Object(storage));
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
 /// True when the `ClusterNotFoundException` is the answer: no such cluster.
 fn is_missing(error: &ProviderError) -> bool {
     matches!(error, ProviderError::NotFound(_))
@@ -170,10 +273,12 @@ impl EcsClusterProvider {
         let mut tags: Vec<(String, String)> = tag_map(props).into_iter().collect();
         tags.sort();
         let tags = ecs_tags(tags);
+        let configuration = configuration_of(props);
         let out = call(&self.retry, "CreateCluster", || {
             self.client
                 .create_cluster()
                 .cluster_name(name)
+                .set_configuration(configuration.clone())
                 .set_settings((!settings.is_empty()).then(|| settings.clone()))
                 .set_capacity_providers((!providers.is_empty()).then(|| providers.clone()))
                 .set_default_capacity_provider_strategy(
@@ -210,6 +315,25 @@ impl EcsClusterProvider {
                     .update_cluster_settings()
                     .cluster(name)
                     .set_settings(Some(settings.clone()))
+                    .send()
+            })
+            .await?;
+        }
+        if previous.get("Configuration") != props.get("Configuration") {
+            // Dropped: execute command logging back to its default.
+            let configuration = configuration_of(props).unwrap_or_else(|| {
+                let exec = ExecuteCommandConfiguration::builder()
+                    .logging(ExecuteCommandLogging::Default)
+                    .build();
+                ClusterConfiguration::builder()
+                    .execute_command_configuration(exec)
+                    .build()
+            });
+            call(&self.retry, "UpdateCluster", || {
+                self.client
+                    .update_cluster()
+                    .cluster(name)
+                    .configuration(configuration.clone())
                     .send()
             })
             .await?;
@@ -295,6 +419,7 @@ impl SdkResource for EcsClusterProvider {
                 .describe_clusters()
                 .clusters(name)
                 .include(ClusterField::Settings)
+                .include(ClusterField::Configurations)
                 .include(ClusterField::Tags)
                 .send()
         })
@@ -335,6 +460,9 @@ fn state_of(cluster: &Cluster) -> Properties {
         .all(|s| s["Name"] == json!("containerInsights") && s["Value"] == json!("disabled"));
     if !only_default {
         state.insert("ClusterSettings".into(), Value::Array(settings));
+    }
+    if let Some(c) = cluster.configuration().and_then(configuration_state) {
+        state.insert("Configuration".into(), c);
     }
     if !cluster.capacity_providers().is_empty() {
         state.insert(
@@ -404,6 +532,29 @@ mod tests {
         let strategy = strategy_of(&p).unwrap_or_default();
         assert_eq!((strategy[0].weight(), strategy[0].base()), (2, 0));
         assert!(settings_of(&props(json!({"ClusterSettings": [{"Name": "x"}]}))).is_err());
+    }
+
+    #[test]
+    fn configurations_round_trip() {
+        let template = json!({
+            "ExecuteCommandConfiguration": {
+                "KmsKeyId": "k",
+                "Logging": "OVERRIDE",
+                "LogConfiguration": {"S3BucketName": "b", "S3EncryptionEnabled": "true"}
+            },
+            "ManagedStorageConfiguration": {"KmsKeyId": "m"}
+        });
+        let p = props(json!({"Configuration": template}));
+        let c = configuration_of(&p).expect("a configuration");
+        let mut expected = template.clone();
+        expected["ExecuteCommandConfiguration"]["LogConfiguration"]["S3EncryptionEnabled"] =
+            json!(true);
+        assert_eq!(configuration_state(&c), Some(expected));
+        let only_default = props(json!({"Configuration": {
+            "ExecuteCommandConfiguration": {"Logging": "DEFAULT"}
+        }}));
+        let c = configuration_of(&only_default).expect("a configuration");
+        assert_eq!(configuration_state(&c), None);
     }
 
     #[test]

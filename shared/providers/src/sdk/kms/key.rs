@@ -34,7 +34,8 @@
 //! Emulator (fakecloud 0.51.0): a second `ScheduleKeyDeletion` of a key pending deletion
 //! succeeds there (AWS answers `KMSInvalidStateException`, handled above), and
 //! `GetKeyRotationStatus` of an asymmetric key answers "off" where AWS refuses the
-//! question (read as off here too).
+//! question (read as off here too). An `RSA_*` key takes fakecloud 2 to 15 seconds to
+//! make (its key generation), which is the whole time of such a create there.
 
 use std::collections::HashMap;
 
