@@ -306,6 +306,12 @@ async fn sdk_sqs_queue_policy_round_trip() {
     );
     assert_eq!(queue_policy(&sqs, &url1).await, None);
     assert_eq!(read(&provider, &update).await, sorted(props(changed)));
+    // Without the recorded properties nothing says which queues hold its policy.
+    let mut blind = update.clone();
+    blind.properties.clear();
+    let skipped = provider.delete(&blind).await.expect("delete");
+    assert!(matches!(skipped, Deleted::Skipped { .. }), "{skipped:?}");
+    assert!(queue_policy(&sqs, &url2).await.is_some());
     delete_twice_then_gone(&provider, &update).await;
     assert_eq!(queue_policy(&sqs, &url2).await, None);
 }
@@ -446,6 +452,15 @@ async fn sdk_lambda_permission_round_trip() {
     other.physical_id = Some(provider.create(&other).await.expect("create").physical_id);
     assert_eq!(read(&provider, &other).await, sorted(props(account)));
     delete_twice_then_gone(&provider, &other).await;
+    // Without the recorded function the statement cannot be found: it is left.
+    let mut blind = req.clone();
+    blind.properties.clear();
+    let skipped = provider.delete(&blind).await.expect("delete");
+    assert!(matches!(skipped, Deleted::Skipped { .. }), "{skipped:?}");
+    assert!(matches!(
+        provider.read_current_state(&req).await,
+        Ok(CurrentState::Found(_))
+    ));
     delete_twice_then_gone(&provider, &req).await;
 }
 

@@ -17,7 +17,8 @@
 //! `ResourceConflictException`s (the function is being updated) are retried.
 //!
 //! Delete, `read_current_state` and `import` need the function: they take it from the
-//! request's `FunctionName` (the engine sends the recorded properties). `import` finds a
+//! request's `FunctionName` (the engine sends the recorded properties); a delete without it
+//! leaves the statement and says so (`Deleted::Skipped`). `import` finds a
 //! permission only by an explicit id (the statement id). `read_current_state` reports the
 //! statement in the template's shape: `Principal` as the account id when AWS holds the
 //! account's root ARN and the template gives the id, the conditions as `SourceArn`,
@@ -274,7 +275,15 @@ impl SdkResource for LambdaPermissionProvider {
 
     async fn delete(&self, request: &ResourceRequest) -> Result<Deleted, ProviderError> {
         let sid = request.require_physical_id()?;
-        let function = function_of(request)?;
+        let Ok(function) = function_of(request) else {
+            return Ok(Deleted::Skipped {
+                reason: format!(
+                    "{}: no recorded FunctionName, so the statement {sid} cannot be found: it \
+                     is left in place",
+                    context(request, TYPE)
+                ),
+            });
+        };
         let removed = call(&self.retry, "RemovePermission", || {
             self.client
                 .remove_permission()

@@ -13,7 +13,8 @@
 //! queue, and nothing is written. A queue that already holds this very document is taken
 //! as written (a replayed create), which makes the create safe to retry. A delete clears
 //! the policy only on queues that still hold the document the stack wrote; a queue that is
-//! gone is passed over.
+//! gone is passed over. A delete without the recorded `Queues` and `PolicyDocument` cannot
+//! tell which policies are the stack's: it clears none and says so (`Deleted::Skipped`).
 //!
 //! `read_current_state` needs the request's `Queues` (SQS cannot be asked which queues
 //! hold a policy): it reports `Queues` (those that still exist and hold a policy) and the
@@ -223,7 +224,15 @@ impl SdkResource for SqsQueuePolicyProvider {
     async fn delete(&self, request: &ResourceRequest) -> Result<Deleted, ProviderError> {
         request.require_physical_id()?;
         let props = &request.properties;
-        let (queues, document) = (queues_of(props)?, document_of(props)?);
+        let (Ok(queues), Ok(document)) = (queues_of(props), document_of(props)) else {
+            return Ok(Deleted::Skipped {
+                reason: format!(
+                    "{}: no recorded Queues and PolicyDocument, so nothing tells which queues \
+                     hold this stack's policy: none is cleared",
+                    context(request, TYPE)
+                ),
+            });
+        };
         self.clear(&queues, document)
             .await
             .map_err(|e| e.context(context(request, TYPE)))?;
