@@ -25,6 +25,8 @@
 //! `PutMetricAlarm` and the tag calls when the tags change; a delete is `DeleteAlarms`. The
 //! `Arn` is made of the stack's id (its account) and the client's region; only when the
 //! request carries no stack id of this region is it read (`DescribeAlarms`, one call more).
+//! `read_current_state` sends `DescribeAlarms` and `ListTagsForResource` at once when the
+//! stack's id tells the ARN.
 //!
 //! Emulator (fakecloud 0.51.0): see `tests/tests/providers_rules_alarms_states.rs`.
 
@@ -409,6 +411,34 @@ impl SdkResource for AlarmProvider {
             .iter()
             .find(|a| a.alarm_name() == Some(name))
             .cloned())
+    }
+
+    /// `DescribeAlarms` and `ListTagsForResource` at once when the stack's id tells the
+    /// ARN; else one after the other (the tags need the ARN the description holds).
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let name = request.require_physical_id()?;
+        let region = self
+            .client
+            .config()
+            .region()
+            .map(|r| r.as_ref().to_string());
+        let stack_id = request.stack_id.as_deref();
+        let Some(arn) = region.and_then(|r| arn_in_stack_account(stack_id, &r, name)) else {
+            return match self.find(name).await? {
+                Some(alarm) => self.state(name, alarm).await,
+                None => Ok(CurrentState::NotFound),
+            };
+        };
+        let (found, tags) = tokio::join!(self.find(name), self.tags(&arn));
+        let Some(alarm) = found? else {
+            return Ok(CurrentState::NotFound);
+        };
+        if alarm.alarm_arn() != Some(arn.as_str()) {
+            return self.state(name, alarm).await;
+        }
+        let mut state = state_of(name, &alarm);
+        insert_tags(&mut state, tags?);
+        Ok(CurrentState::Found(state))
     }
 
     fn attributes(&self, _name: &str, alarm: &MetricAlarm) -> Attributes {

@@ -26,7 +26,8 @@
 //!
 //! Calls: a create is `DescribeRule` (named only), `PutRule`, `PutTargets` (when there are
 //! targets); an update is `PutRule`, `RemoveTargets` (when some were dropped), `PutTargets`;
-//! a delete is `ListTargetsByRule`, `RemoveTargets` (when there are targets), `DeleteRule`.
+//! a delete is `ListTargetsByRule`, `RemoveTargets` (when there are targets), `DeleteRule`;
+//! `read_current_state` sends `DescribeRule` and `ListTargetsByRule` at once.
 //!
 //! Emulator (fakecloud 0.51.0): see `tests/tests/providers_rules_alarms_states.rs`.
 
@@ -321,6 +322,16 @@ impl SdkResource for EventRuleProvider {
 
     async fn find(&self, id: &str) -> Result<Option<DescribeRuleOutput>, ProviderError> {
         self.describe(&RuleId::parse(id)).await
+    }
+
+    /// `DescribeRule` and `ListTargetsByRule` at once: both need only the id.
+    async fn read(&self, request: &ResourceRequest) -> Result<CurrentState, ProviderError> {
+        let rule = RuleId::parse(request.require_physical_id()?);
+        let (found, targets) = tokio::join!(self.describe(&rule), self.list_targets(&rule));
+        match found? {
+            Some(found) => Ok(CurrentState::Found(state_of(&rule, &found, &targets?))),
+            None => Ok(CurrentState::NotFound),
+        }
     }
 
     fn attributes(&self, _id: &str, found: &DescribeRuleOutput) -> Attributes {
