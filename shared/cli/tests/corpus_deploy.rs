@@ -654,6 +654,21 @@ impl Aws {
         }
     }
 
+    /// Deletes the resource `id` of type `ty` with its SDK provider.
+    async fn provider_delete(&self, ty: &str, id: &str) -> Check {
+        use stackflow_providers::ResourceRequest;
+        let Some(provider) = self.providers.registry.sdk_provider(ty) else {
+            return Err(format!("no SDK provider for {ty}"));
+        };
+        let mut request = ResourceRequest::new("corpus", "Cleanup", ty, Default::default());
+        request.physical_id = Some(id.to_string());
+        provider
+            .delete(&request)
+            .await
+            .map(drop)
+            .map_err(|e| format!("{ty} {id}: {e}"))
+    }
+
     /// Deletes a resource that destroy kept, through the service's SDK (Cloud Control
     /// for the other types).
     async fn delete(&self, ty: &str, id: &str) -> Check {
@@ -690,6 +705,10 @@ impl Aws {
                     .send()
                     .await
                     .map_err(|x| e(&x))?;
+            }
+            // What an SDK provider made, Cloud Control does not know: its provider deletes it.
+            ty if self.providers.registry.sdk_provider(ty).is_some() => {
+                self.provider_delete(ty, id).await?;
             }
             _ => {
                 let started = self
