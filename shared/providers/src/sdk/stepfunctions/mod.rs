@@ -25,7 +25,8 @@
 //! `read_current_state` gives `StateMachineName`, `RoleArn`, the definition in the
 //! template's shape (see [`definition::insert_definition`]: the template's own properties
 //! when AWS holds what they make), `StateMachineType` unless `STANDARD`,
-//! `LoggingConfiguration` unless off, `TracingConfiguration` unless disabled, and `Tags`.
+//! `LoggingConfiguration` unless off, `TracingConfiguration` unless disabled (each as the
+//! template spells it when it spells the default), and `Tags`.
 //! A state machine being deleted (`DELETING`) is gone.
 //!
 //! Calls: a create is `ListStateMachines` (named only) and `CreateStateMachine`; an update
@@ -426,7 +427,36 @@ fn state_of(found: &DescribeStateMachineOutput, template: &Properties) -> Proper
     if found.tracing_configuration().is_some_and(|t| t.enabled()) {
         state.insert("TracingConfiguration".into(), json!({"Enabled": true}));
     }
+    keep_spelled_defaults(&mut state, template);
     state
+}
+
+/// Where AWS holds a default that the template spells out (logging `OFF`, tracing
+/// disabled, `IncludeExecutionData: false`), the template's spelling: a state machine no
+/// one changed shows no drift.
+fn keep_spelled_defaults(state: &mut Properties, template: &Properties) {
+    let logging_off = logging(template)
+        .ok()
+        .and_then(|l| logging_value(&l))
+        .is_none();
+    let spelled = [
+        ("LoggingConfiguration", logging_off),
+        ("TracingConfiguration", !tracing(template).enabled()),
+    ];
+    for (key, is_default) in spelled {
+        if let (false, true, Some(value)) = (state.contains_key(key), is_default, template.get(key))
+        {
+            state.insert(key.into(), value.clone());
+        }
+    }
+    let include = template
+        .get("LoggingConfiguration")
+        .and_then(|l| l.get("IncludeExecutionData"));
+    if let (Some(Value::Object(held)), Some(Value::Bool(false))) =
+        (state.get_mut("LoggingConfiguration"), include)
+    {
+        held.entry("IncludeExecutionData").or_insert(json!(false));
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +478,27 @@ mod tests {
         assert!(!tracing(&Properties::new()).enabled());
         let on = props(json!({"TracingConfiguration": {"Enabled": true}}));
         assert!(tracing(&on).enabled());
+    }
+
+    #[test]
+    fn spelled_defaults_read_as_the_template() {
+        let template = props(json!({
+            "LoggingConfiguration": {"Level": "OFF"},
+            "TracingConfiguration": {"Enabled": false}
+        }));
+        let mut state = Properties::new();
+        keep_spelled_defaults(&mut state, &template);
+        assert_eq!(state, template);
+        let template = props(json!({"LoggingConfiguration": {
+            "Level": "ERROR", "IncludeExecutionData": false}}));
+        let mut state = props(json!({"LoggingConfiguration": {"Level": "ERROR"}}));
+        keep_spelled_defaults(&mut state, &template);
+        assert_eq!(state, template);
+        // What AWS holds wins where it is not the default.
+        let mut state = props(json!({"TracingConfiguration": {"Enabled": true}}));
+        let off = props(json!({"TracingConfiguration": {"Enabled": false}}));
+        keep_spelled_defaults(&mut state, &off);
+        assert_eq!(state["TracingConfiguration"], json!({"Enabled": true}));
     }
 
     #[test]
