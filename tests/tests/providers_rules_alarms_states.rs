@@ -271,6 +271,13 @@ async fn sdk_event_rule_on_a_bus_round_trip() {
     not_updatable(&provider, &update, "EventBusName", json!("default")).await;
     let by_name = by_name(&req, "Name", &name);
     found_by_name(&provider, &by_name, &id).await;
+    // An explicit id may be the rule's ARN (how CloudFormation's import names a rule).
+    let mut by_arn = by_name.clone();
+    by_arn.physical_id = Some(rule_arn.clone());
+    match provider.import(&by_arn).await.expect("import by ARN") {
+        Imported::Found { physical_id, .. } => assert_eq!(physical_id, id),
+        other => panic!("{other:?}"),
+    }
     delete_twice_then_gone(&provider, &req, &by_name).await;
 }
 

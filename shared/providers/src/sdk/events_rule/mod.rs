@@ -96,6 +96,16 @@ impl RuleId {
         }
     }
 
+    /// The rule a rule ARN names (`...:rule/NAME` on the default bus,
+    /// `...:rule/BUS/NAME` on another); `None` for anything else.
+    fn of_arn(arn: &str) -> Option<RuleId> {
+        let (_, path) = arn.strip_prefix("arn:")?.split_once(":rule/")?;
+        Some(match path.split_once('/') {
+            Some((bus, name)) => RuleId::new(Some(bus.to_string()), name.to_string()),
+            None => RuleId::new(None, path.to_string()),
+        })
+    }
+
     /// The physical id, as CloudFormation's `Ref` gives it.
     fn physical_id(&self) -> String {
         match &self.bus {
@@ -310,10 +320,14 @@ impl SdkResource for EventRuleProvider {
         .map(drop)
     }
 
-    /// The explicit id, else the template's `Name` on its `EventBusName`.
+    /// The explicit id (a rule ARN too, as CloudFormation's import names a rule), else the
+    /// template's `Name` on its `EventBusName`.
     async fn import_id(&self, request: &ResourceRequest) -> Result<Option<String>, ProviderError> {
         if let Some(id) = &request.physical_id {
-            return Ok(Some(id.clone()));
+            return Ok(Some(match RuleId::of_arn(id) {
+                Some(rule) => rule.physical_id(),
+                None => id.clone(),
+            }));
         }
         let props = &request.properties;
         Ok(string_of(props, "Name")
@@ -397,6 +411,10 @@ mod tests {
         assert_eq!(custom.physical_id(), "orders|r");
         assert_eq!(RuleId::parse("orders|r"), custom);
         assert_eq!(RuleId::parse("r"), on_default);
+        let arn = "arn:aws:events:us-east-1:123456789012:rule";
+        assert_eq!(RuleId::of_arn(&format!("{arn}/orders/r")), Some(custom));
+        assert_eq!(RuleId::of_arn(&format!("{arn}/r")), Some(on_default));
+        assert_eq!(RuleId::of_arn("r"), None);
     }
 
     #[test]
