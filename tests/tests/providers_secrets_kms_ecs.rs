@@ -8,7 +8,10 @@
 //!
 //! The secret test reads the value back with the plain client (the positive control: a
 //! generated password in the template's JSON object, then the template's new string), and
-//! checks that neither the create's and update's answers nor the state hold it.
+//! checks that neither the create's and update's answers nor the state hold it. The
+//! update adds a replica region (read back), another drops it and one more adds it again;
+//! the delete then removes the replica first (fakecloud, like AWS, refuses to delete a
+//! replicated secret).
 //!
 //! The key test checks that the deletion is scheduled with the template's
 //! `PendingWindowInDays` (the key's `DeletionDate` is 7 days ahead), and that rotation
@@ -334,16 +337,25 @@ async fn sdk_secret_round_trip() {
     let update = update_of(
         &req,
         &arn,
-        json!({"SecretString": resolved, "Tags": [{"Key": "owner", "Value": "me"}]}),
+        json!({
+            "SecretString": resolved,
+            "ReplicaRegions": [{"Region": "us-west-2"}],
+            "Tags": [{"Key": "owner", "Value": "me"}]
+        }),
     );
     let updated = provider.update(&update).await.expect("update");
     assert_eq!(updated.physical_id, arn);
     assert!(!holds(&updated, &resolved));
     assert_eq!(secret_value(&sm, &arn).await, resolved);
     let state = read(&provider, &update).await;
-    let expected = props(json!({"Name": name, "Tags": [{"Key": "owner", "Value": "me"}]}));
+    let expected = props(json!({
+        "Name": name,
+        "ReplicaRegions": [{"Region": "us-west-2"}],
+        "Tags": [{"Key": "owner", "Value": "me"}]
+    }));
     assert_eq!(state, sorted(expected));
     assert!(!holds(&state, &resolved));
+    replicas_go_and_come_back(&provider, &update).await;
 
     let rename = update_of(&update, &arn, json!({"Name": format!("{name}-x")}));
     let err = provider.update(&rename).await.expect_err("rename");
@@ -358,6 +370,23 @@ async fn sdk_secret_round_trip() {
         other => panic!("{other:?}"),
     }
     delete_twice_then_gone(&provider, &update, Some(&by_name)).await;
+}
+
+/// `update` (a secret with a replica region) updated without its replicas, read, then
+/// back to `update`, read: the replica is removed, then made again (and the round trip's
+/// delete then deletes a replicated secret).
+async fn replicas_go_and_come_back(provider: &SecretProvider, update: &ResourceRequest) {
+    let arn = update.physical_id.as_deref().expect("an id");
+    let mut without = update_of(update, arn, json!({}));
+    without.properties = update.properties.clone();
+    without.properties.remove("ReplicaRegions");
+    provider.update(&without).await.expect("replicas dropped");
+    assert_eq!(read(provider, &without).await.get("ReplicaRegions"), None);
+    let mut again = update_of(&without, arn, json!({}));
+    again.properties = update.properties.clone();
+    provider.update(&again).await.expect("replicas again");
+    let replicas = read(provider, &again).await.get("ReplicaRegions").cloned();
+    assert_eq!(replicas, Some(json!([{"Region": "us-west-2"}])));
 }
 
 #[tokio::test]

@@ -2,8 +2,8 @@
 //!
 //! The physical id (what `Ref` returns) is the secret's ARN; the attribute `Id` is the ARN
 //! too. Without a `Name` the name is generated ([`crate::names::physical_name`]). Handled:
-//! `Name`, `Description`, `KmsKeyId`, `SecretString`, `GenerateSecretString` and `Tags`
-//! (`ReplicaRegions` and anything else go to Cloud Control).
+//! `Name`, `Description`, `KmsKeyId`, `SecretString`, `GenerateSecretString`,
+//! `ReplicaRegions` and `Tags` (anything else goes to Cloud Control).
 //!
 //! The value is never read back, and never put in a state, an attribute, an error or a
 //! log: `SecretString` may hold what the engine resolved from a `{{resolve:...}}`
@@ -22,25 +22,34 @@
 //! `Name` cannot change in place ([`ProviderError::NotUpdatable`]). `Description` and
 //! `KmsKeyId` change with `UpdateSecret` (dropped: empty, and the account's
 //! `aws/secretsmanager` key); a new `SecretString` or `GenerateSecretString` puts a new
-//! value (`PutSecretValue`, its token made of the update's token); tags change with
-//! `TagResource`/`UntagResource`. A delete is `DeleteSecret` without recovery, as
-//! CloudFormation deletes; a secret scheduled for deletion counts as gone.
+//! value (`PutSecretValue`, its token made of the update's token); a replica region
+//! dropped or with another key is removed (`RemoveRegionsFromReplication`), a new or
+//! changed one added (`ReplicateSecretToRegions`); tags change with
+//! `TagResource`/`UntagResource`. The new value is told from the previous properties only
+//! (the value in AWS is never read): when those hold the reference rather than the value,
+//! an update that changes something else puts the same value again, as a new version.
+//! A delete is `DeleteSecret` without recovery, as CloudFormation deletes (a secret with
+//! replicas refuses it: they are removed first, and the delete sent again); a secret
+//! scheduled for deletion counts as gone.
 //!
 //! `read_current_state` (one `DescribeSecret`) reports `Name`, `Description`, `KmsKeyId`,
 //! `Tags` and `ReplicaRegions` (`Region`, `KmsKeyId`) when there are any.
 //!
 //! Calls: a create `DescribeSecret` (named), `GetRandomPassword` (generated value) and
-//! `CreateSecret`; an update one call per changed part; a delete `DeleteSecret`.
+//! `CreateSecret`; an update one call per changed part; a delete `DeleteSecret` (with
+//! replicas: then `DescribeSecret`, `RemoveRegionsFromReplication`, `DeleteSecret`).
 //!
 //! Emulator (fakecloud 0.51.0): `GetRandomPassword` follows the length and exclusion rules
 //! as AWS does; a secret deleted with a recovery window is still described (with its
-//! `DeletedDate`), as on AWS, and counts as gone here. No workaround was needed.
+//! `DeletedDate`), as on AWS, and counts as gone here; replication is served (replicas
+//! listed in `ReplicationStatus`; a replicated secret cannot be deleted, as on AWS). No
+//! workaround was needed.
 
 use std::collections::HashMap;
 
 use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::operation::describe_secret::DescribeSecretOutput;
-use aws_sdk_secretsmanager::types::Tag;
+use aws_sdk_secretsmanager::types::{ReplicaRegionType, Tag};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -59,6 +68,7 @@ const HANDLED: &[&str] = &[
     "KmsKeyId",
     "SecretString",
     "GenerateSecretString",
+    "ReplicaRegions",
     "Tags",
 ];
 
@@ -106,6 +116,38 @@ fn attributes(arn: &str) -> Attributes {
 fn sm_tags(tags: impl IntoIterator<Item = (String, String)>) -> Vec<Tag> {
     tags.into_iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+/// The template's `ReplicaRegions`, by region: the key of each (`None`: the default).
+fn replicas_of(props: &Properties) -> Result<Vec<(String, Option<String>)>, ProviderError> {
+    let Some(list) = props.get("ReplicaRegions") else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| invalid(TYPE, "ReplicaRegions must be a list"))?;
+    list.iter()
+        .map(|r| {
+            let region = r
+                .get("Region")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(TYPE, "a replica region needs a Region"))?;
+            let key = r.get("KmsKeyId").and_then(Value::as_str);
+            Ok((region.to_string(), key.map(str::to_string)))
+        })
+        .collect()
+}
+
+fn replica_types(replicas: &[(String, Option<String>)]) -> Vec<ReplicaRegionType> {
+    replicas
+        .iter()
+        .map(|(region, key)| {
+            ReplicaRegionType::builder()
+                .region(region)
+                .set_kms_key_id(key.clone())
+                .build()
+        })
         .collect()
 }
 
@@ -212,6 +254,7 @@ impl SecretProvider {
         tags.sort();
         let tags = sm_tags(tags);
         let token = request_token(request, "create");
+        let replicas = replica_types(&replicas_of(props)?);
         let out = call(&self.retry, "CreateSecret", || {
             self.client
                 .create_secret()
@@ -221,6 +264,7 @@ impl SecretProvider {
                 .set_kms_key_id(string_of(props, "KmsKeyId"))
                 .set_secret_string(value.clone())
                 .set_tags((!tags.is_empty()).then(|| tags.clone()))
+                .set_add_replica_regions((!replicas.is_empty()).then(|| replicas.clone()))
                 .send()
         })
         .await?;
@@ -243,6 +287,60 @@ impl SecretProvider {
                 .secret_id(arn)
                 .client_request_token(&token)
                 .secret_string(value.clone())
+                .send()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Brings the replicas from `previous` to `props`: a region gone or with another key
+    /// is removed, then a new or changed one is added.
+    async fn sync_replicas(
+        &self,
+        arn: &str,
+        previous: &Properties,
+        props: &Properties,
+    ) -> Result<(), ProviderError> {
+        let old = replicas_of(previous)?;
+        let new = replicas_of(props)?;
+        let removed: Vec<String> = old
+            .iter()
+            .filter(|r| !new.contains(r))
+            .map(|(region, _)| region.clone())
+            .collect();
+        let added: Vec<(String, Option<String>)> =
+            new.iter().filter(|r| !old.contains(r)).cloned().collect();
+        if !removed.is_empty() {
+            call(&self.retry, "RemoveRegionsFromReplication", || {
+                self.client
+                    .remove_regions_from_replication()
+                    .secret_id(arn)
+                    .set_remove_replica_regions(Some(removed.clone()))
+                    .send()
+            })
+            .await?;
+        }
+        if !added.is_empty() {
+            let added = replica_types(&added);
+            call(&self.retry, "ReplicateSecretToRegions", || {
+                self.client
+                    .replicate_secret_to_regions()
+                    .secret_id(arn)
+                    .set_add_replica_regions(Some(added.clone()))
+                    .send()
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// `DeleteSecret` without recovery, as CloudFormation deletes.
+    async fn delete_secret(&self, arn: &str) -> Result<(), ProviderError> {
+        call(&self.retry, "DeleteSecret", || {
+            self.client
+                .delete_secret()
+                .secret_id(arn)
+                .force_delete_without_recovery(true)
                 .send()
         })
         .await
@@ -330,6 +428,9 @@ impl SdkResource for SecretProvider {
                 .await
                 .map_err(in_context)?;
         }
+        self.sync_replicas(arn, &previous, props)
+            .await
+            .map_err(in_context)?;
         self.sync_tags(arn, &tag_map(&previous), &tag_map(props))
             .await
             .map_err(in_context)?;
@@ -341,24 +442,34 @@ impl SdkResource for SecretProvider {
         })
     }
 
-    /// `DeleteSecret` without recovery; refused for a secret scheduled for deletion (by
+    /// `DeleteSecret` without recovery. Refused for a secret that has replicas (removed
+    /// first, then the delete is sent again) and for one scheduled for deletion (by
     /// someone else, with a recovery window), which counts as gone.
     async fn remove(&self, arn: &str) -> Result<(), ProviderError> {
-        let deleted = call(&self.retry, "DeleteSecret", || {
+        let e = match self.delete_secret(arn).await {
+            Err(e @ ProviderError::InvalidRequest(_)) => e,
+            other => return other,
+        };
+        let Some(found) = self.describe(arn).await? else {
+            return Ok(());
+        };
+        let regions: Vec<String> = found
+            .replication_status()
+            .iter()
+            .filter_map(|r| r.region().map(str::to_string))
+            .collect();
+        if regions.is_empty() {
+            return Err(e);
+        }
+        call(&self.retry, "RemoveRegionsFromReplication", || {
             self.client
-                .delete_secret()
+                .remove_regions_from_replication()
                 .secret_id(arn)
-                .force_delete_without_recovery(true)
+                .set_remove_replica_regions(Some(regions.clone()))
                 .send()
         })
-        .await;
-        match deleted {
-            Err(e @ ProviderError::InvalidRequest(_)) => match self.describe(arn).await? {
-                None => Ok(()),
-                Some(_) => Err(e),
-            },
-            other => other.map(drop),
-        }
+        .await?;
+        self.delete_secret(arn).await
     }
 
     /// An explicit id may be the ARN or the name; the ARN is what is found.
@@ -462,6 +573,21 @@ mod tests {
         assert!(!err.message().contains("s3cr3t"));
         let half = props(json!({"GenerateStringKey": "k"}));
         assert!(place_password(&half, "pw".into()).is_err());
+    }
+
+    #[test]
+    fn replica_regions_parse() {
+        let p = props(json!({"ReplicaRegions": [
+            {"Region": "eu-west-1", "KmsKeyId": "alias/k"}, {"Region": "us-west-2"}
+        ]}));
+        let replicas = replicas_of(&p).unwrap_or_default();
+        assert_eq!(
+            replicas[0],
+            ("eu-west-1".to_string(), Some("alias/k".to_string()))
+        );
+        assert_eq!(replicas[1], ("us-west-2".to_string(), None));
+        assert_eq!(replica_types(&replicas)[0].kms_key_id(), Some("alias/k"));
+        assert!(replicas_of(&props(json!({"ReplicaRegions": [{}]}))).is_err());
     }
 
     #[test]
