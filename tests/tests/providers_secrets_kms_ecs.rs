@@ -282,6 +282,17 @@ async fn secret_value(sm: &aws_sdk_secretsmanager::Client, arn: &str) -> String 
     got.secret_string().expect("a string").to_string()
 }
 
+/// The password generated into secret `arn` by the round trip's template (a JSON object
+/// with `username` `admin`, 24 letters and digits under `password`).
+async fn generated_password(sm: &aws_sdk_secretsmanager::Client, arn: &str) -> String {
+    let value: Value = serde_json::from_str(&secret_value(sm, arn).await).expect("JSON");
+    assert_eq!(value["username"], json!("admin"));
+    let password = value["password"].as_str().expect("a password").to_string();
+    assert_eq!(password.len(), 24, "the template's length");
+    assert!(password.chars().all(|c| c.is_ascii_alphanumeric()));
+    password
+}
+
 /// True when `text` holds `secret` anywhere.
 fn holds(text: &impl std::fmt::Debug, secret: &str) -> bool {
     format!("{text:?}").contains(secret)
@@ -306,11 +317,7 @@ async fn sdk_secret_round_trip() {
     let created = provider.create(&req).await.expect("create");
     let arn = created.physical_id.clone();
     assert_eq!(created.attributes.get("Id"), Some(&json!(arn)));
-    let value: Value = serde_json::from_str(&secret_value(&sm, &arn).await).expect("JSON");
-    assert_eq!(value["username"], json!("admin"));
-    let password = value["password"].as_str().expect("a password").to_string();
-    assert_eq!(password.len(), 24, "the template's length");
-    assert!(password.chars().all(|c| c.is_ascii_alphanumeric()));
+    let password = generated_password(&sm, &arn).await;
     assert!(!holds(&created, &password));
     // A retry of the same create adopts the secret of the generated name, value untouched.
     let again = provider.create(&req).await.expect("create retried");
