@@ -268,61 +268,8 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         d.deploy_id.clone(),
         lease_lost,
     );
-    let tasks = d.provision_tasks();
-    let planned_cleanups = d
-        .plan
-        .resources
-        .iter()
-        .filter(|r| matches!(r.action, Action::Delete | Action::Replace))
-        .count();
-    engine.progress.report(ProgressEvent::StackStarted {
-        stack: d.stack(),
-        operation: "deploy",
-        total: tasks.len() + planned_cleanups,
-    });
     let tally = Tally::default();
-    let provisioned = run_phase(
-        &engine,
-        d.stack(),
-        &tasks,
-        &d.options,
-        &tally,
-        |id| {
-            let rp = d.plan.resource(id);
-            Subject {
-                logical_id: id.to_string(),
-                resource_type: rp.map(|r| r.resource_type.clone()).unwrap_or_default(),
-                action: rp
-                    .map(|r| r.action.as_str())
-                    .unwrap_or_default()
-                    .to_string(),
-            }
-        },
-        |id| {
-            let d = d.clone();
-            async move { d.provision(&id).await }
-        },
-    )
-    .await;
-    let cleaned = provisioned.all_succeeded() && !tally.has_fatal() && !d.options.stopped();
-    if cleaned {
-        // Cleanup: deletes of removed resources and replaced predecessors.
-        let (items, cleanup_tasks) = d.cleanup_tasks();
-        let by_id = cleanup_items(&items);
-        run_phase(
-            &engine,
-            d.stack(),
-            &cleanup_tasks,
-            &d.options,
-            &tally,
-            |id| cleanup_of(&d.recorder, &by_id[id]),
-            |id| {
-                let (d, item) = (d.clone(), by_id[&id].clone());
-                async move { d.cleanup(&item).await }
-            },
-        )
-        .await;
-    }
+    let cleaned = run_phases(&engine, &d, &tally).await;
     if keeper.as_ref().is_some_and(crate::lease::Keeper::lost) {
         return Err(crate::lease::lost_error(d.stack()));
     }
@@ -344,6 +291,70 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     conclude(&d, &mut report, stopped_by_user).await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The deploy's phases on the scheduler: provision, then (when every resource is done
+/// and nothing stopped it) cleanup: deletes of removed resources and replaced
+/// predecessors. True when cleanup ran.
+async fn run_phases<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    d: &Arc<Deployment<S>>,
+    tally: &Tally,
+) -> bool {
+    let tasks = d.provision_tasks();
+    let planned_cleanups = d
+        .plan
+        .resources
+        .iter()
+        .filter(|r| matches!(r.action, Action::Delete | Action::Replace))
+        .count();
+    engine.progress.report(ProgressEvent::StackStarted {
+        stack: d.stack(),
+        operation: "deploy",
+        total: tasks.len() + planned_cleanups,
+    });
+    let provisioned = run_phase(
+        engine,
+        d.stack(),
+        &tasks,
+        &d.options,
+        tally,
+        |id| {
+            let rp = d.plan.resource(id);
+            Subject {
+                logical_id: id.to_string(),
+                resource_type: rp.map(|r| r.resource_type.clone()).unwrap_or_default(),
+                action: rp
+                    .map(|r| r.action.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            }
+        },
+        |id| {
+            let d = d.clone();
+            async move { d.provision(&id).await }
+        },
+    )
+    .await;
+    let cleaned = provisioned.all_succeeded() && !tally.has_fatal() && !d.options.stopped();
+    if cleaned {
+        let (items, cleanup_tasks) = d.cleanup_tasks();
+        let by_id = cleanup_items(&items);
+        run_phase(
+            engine,
+            d.stack(),
+            &cleanup_tasks,
+            &d.options,
+            tally,
+            |id| cleanup_of(&d.recorder, &by_id[id]),
+            |id| {
+                let (d, item) = (d.clone(), by_id[&id].clone());
+                async move { d.cleanup(&item).await }
+            },
+        )
+        .await;
+    }
+    cleaned
 }
 
 /// The end of a deploy: finished when nothing failed, else failed (and rolled back

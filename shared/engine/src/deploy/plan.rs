@@ -130,23 +130,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         if let Some(note) = note {
             engine.note(&input.name, &note);
         }
-        let started = Event::DeployStarted {
-            deploy_id: deploy_id.clone(),
-            who: engine.who.clone(),
-            template_digest: input.digest(),
-            parameters: input.parameters.for_record(),
-            no_rollback: options.no_rollback,
-            stack_id: input.pseudo.stack_id.clone(),
-        };
-        let holder = engine.holder(&deploy_id, "deploy");
-        engine
-            .take_lock(
-                &recorder,
-                run_key(&deploy_id, RunEvent::Started),
-                started,
-                holder,
-            )
-            .await?;
+        take_deploy_lock(&engine, &input, &recorder, &deploy_id, &options).await?;
 
         let secrets = input.parameters.secret_values();
         // Interrupted calls are replayed with the first plan's conditions; the plan made
@@ -167,28 +151,59 @@ impl<S: EventStore + 'static> Deployment<S> {
             options,
             observations: Default::default(),
         };
-        match deployment.settle_and_replan().await {
-            Ok(recovered) => report.recovered = recovered,
-            Err(e) => {
-                // A run that cannot go on after taking the lock says why and lets it go,
-                // so that the stack is not left locked (a Step Functions execution's lock
-                // has no lease to run out). When even that fails, the error says so.
-                let why = e.to_string();
-                if let Err(release) = deployment.fail(None, &why, false).await {
-                    return Err(EngineError::Other(format!(
-                        "{why}; and the stack's lock could not be released ({release}): \
-                         run `stackflow unlock --stack {}`",
-                        deployment.stack()
-                    )));
-                }
-                return Err(e);
-            }
-        }
+        report.recovered = deployment.settle_or_release().await?;
         Ok((Some(deployment), report))
     }
 }
 
+/// Takes the stack's lock for deploy `deploy_id` with its `DeployStarted` event.
+async fn take_deploy_lock<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    input: &StackInput,
+    recorder: &Recorder<S>,
+    deploy_id: &str,
+    options: &DeployOptions,
+) -> Result<(), EngineError> {
+    let started = Event::DeployStarted {
+        deploy_id: deploy_id.to_string(),
+        who: engine.who.clone(),
+        template_digest: input.digest(),
+        parameters: input.parameters.for_record(),
+        no_rollback: options.no_rollback,
+        stack_id: input.pseudo.stack_id.clone(),
+    };
+    let holder = engine.holder(deploy_id, "deploy");
+    engine
+        .take_lock(
+            recorder,
+            run_key(deploy_id, RunEvent::Started),
+            started,
+            holder,
+        )
+        .await
+}
+
 impl<S: EventStore + 'static> Deployment<S> {
+    /// [`Deployment::settle_and_replan`]; a run that cannot go on after taking the lock
+    /// says why and lets it go, so that the stack is not left locked (a Step Functions
+    /// execution's lock has no lease to run out). When even that fails, the error says so.
+    async fn settle_or_release(&mut self) -> Result<usize, EngineError> {
+        match self.settle_and_replan().await {
+            Ok(recovered) => Ok(recovered),
+            Err(e) => {
+                let why = e.to_string();
+                if let Err(release) = self.fail(None, &why, false).await {
+                    return Err(EngineError::Other(format!(
+                        "{why}; and the stack's lock could not be released ({release}): \
+                         run `stackflow unlock --stack {}`",
+                        self.stack()
+                    )));
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// After the lock: settles what interrupted runs left, then plans again from the
     /// state as it is now. The number of interrupted calls settled.
     async fn settle_and_replan(&mut self) -> Result<usize, EngineError> {
