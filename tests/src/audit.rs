@@ -199,7 +199,7 @@ impl Audit {
             }
             match self
                 .inventory
-                .exists(&r.resource_type, &r.physical_id, sdk)
+                .exists_recorded(&r.resource_type, &r.physical_id, sdk, &r.properties)
                 .await
             {
                 Ok(true) => {}

@@ -4,11 +4,18 @@
 //!
 //! fakecloud's Cloud Control API only sees what was made through Cloud Control, so the
 //! service's own API is asked for the types stackflow makes with the SDK (SQS, SNS, SSM,
-//! S3, DynamoDB, IAM roles, Lambda, CloudWatch Logs), and Cloud Control for the others.
+//! S3, DynamoDB, IAM roles, Lambda, CloudWatch Logs: this crate's own clients), the SDK
+//! provider's `read_current_state` for the other types stackflow makes with the SDK (its
+//! service's own Describe/Get calls, with the recorded properties: some ids alone find
+//! nothing, e.g. a queue policy's), and Cloud Control for the rest.
 
 use std::fmt;
 
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+use serde_json::{Map, Value};
+use stackflow_providers::router::Providers;
+use stackflow_providers::{CurrentState, ResourceRequest};
 
 use crate::Emulator;
 
@@ -18,6 +25,9 @@ pub type Check<T> = Result<T, String>;
 /// The clients of the emulator.
 #[derive(Debug, Clone)]
 pub struct Inventory {
+    /// stackflow's providers, whose SDK providers read the types this crate has no
+    /// client for.
+    providers: std::sync::Arc<Providers>,
     cloudcontrol: aws_sdk_cloudcontrol::Client,
     sqs: aws_sdk_sqs::Client,
     sns: aws_sdk_sns::Client,
@@ -69,6 +79,7 @@ impl Inventory {
     pub async fn new(emulator: &Emulator) -> Inventory {
         let config = emulator.sdk_config().await;
         Inventory {
+            providers: std::sync::Arc::new(Providers::from_config(&config, None)),
             cloudcontrol: aws_sdk_cloudcontrol::Client::new(&config),
             sqs: aws_sdk_sqs::Client::new(&config),
             sns: aws_sdk_sns::Client::new(&config),
@@ -84,8 +95,23 @@ impl Inventory {
     /// Whether the resource of type `ty` with the physical id `id` exists: asked through
     /// the service's API for [`SDK_TYPES`] made by the SDK (`sdk`), else Cloud Control.
     pub async fn exists(&self, ty: &str, id: &str, sdk: bool) -> Check<bool> {
+        self.exists_recorded(ty, id, sdk, &Map::new()).await
+    }
+
+    /// [`Inventory::exists`] for a resource recorded with `properties`: a type made by
+    /// the SDK that is not one of [`SDK_TYPES`] is read by its SDK provider, with them.
+    pub async fn exists_recorded(
+        &self,
+        ty: &str,
+        id: &str,
+        sdk: bool,
+        properties: &Map<String, Value>,
+    ) -> Check<bool> {
         if !sdk {
             return self.cloud_control_exists(ty, id).await;
+        }
+        if !SDK_TYPES.contains(&ty) {
+            return self.provider_exists(ty, id, properties).await;
         }
         Ok(match ty {
             "AWS::SQS::Queue" => found(
@@ -126,6 +152,25 @@ impl Inventory {
             "AWS::Logs::LogGroup" => self.log_groups().await?.iter().any(|g| g == id),
             _ => self.cloud_control_exists(ty, id).await?,
         })
+    }
+
+    async fn provider_exists(
+        &self,
+        ty: &str,
+        id: &str,
+        properties: &Map<String, Value>,
+    ) -> Check<bool> {
+        let Some(provider) = self.providers.registry.sdk_provider(ty) else {
+            return self.cloud_control_exists(ty, id).await;
+        };
+        let mut request = ResourceRequest::new("inventory", "Check", ty, properties.clone());
+        request.physical_id = Some(id.to_string());
+        match provider.read_current_state(&request).await {
+            Ok(CurrentState::Found(_)) => Ok(true),
+            Ok(CurrentState::NotFound) => Ok(false),
+            Ok(other) => Err(format!("{ty} {id}: {other:?}")),
+            Err(e) => Err(format!("{ty} {id}: {e}")),
+        }
     }
 
     async fn cloud_control_exists(&self, ty: &str, id: &str) -> Check<bool> {
