@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use stackflow_core::drift::{
-    Classification, CompareRules, Comparison, Difference, MASKED, accept, compare,
+    Attachments, Classification, CompareRules, Comparison, Difference, MASKED, accept, compare,
 };
 use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind, RefusalCause};
 use stackflow_events::projection::ResourceState;
@@ -276,9 +276,13 @@ async fn check_all<S: EventStore + 'static>(
         let (i, state) = joined.map_err(|e| EngineError::Other(format!("a read failed: {e}")))?;
         read[i] = Some(state);
     }
+    let attached = stack_attachments(recorder);
     let mut out = Vec::with_capacity(selected.len());
     for ((id, r), now) in selected.iter().zip(read) {
-        let now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
+        let mut now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
+        let mut r = r.clone();
+        without_attached(&attached, &mut r, &mut now);
+        let r = &r;
         let mut drift = check_one(engine, id, r, &now).await;
         if drift.status == DriftStatus::Drifted || drift.status == DriftStatus::Deleted {
             match mode {
@@ -290,6 +294,32 @@ async fn check_all<S: EventStore + 'static>(
         out.push(drift);
     }
     Ok(out)
+}
+
+/// The policies the stack's IAM policy resources put on its principals.
+fn stack_attachments<S: EventStore>(recorder: &Recorder<S>) -> Attachments {
+    let state = recorder.state();
+    Attachments::of(state.resources.values().map(|r| {
+        (
+            r.resource_type.as_str(),
+            r.physical_id.as_str(),
+            &r.properties,
+        )
+    }))
+}
+
+/// Leaves the stack's own policy resources' attachments out of what AWS answered for
+/// `r` and out of its baseline (a baseline read after they were attached holds them).
+fn without_attached(attached: &Attachments, r: &mut ResourceState, now: &mut CurrentState) {
+    if attached.is_empty() {
+        return;
+    }
+    if let CurrentState::Found(aws) = now {
+        attached.strip(&r.resource_type, &r.physical_id, aws);
+    }
+    if let Some(Baseline::Recorded { observed }) = &mut r.baseline {
+        attached.strip(&r.resource_type, &r.physical_id, observed);
+    }
 }
 
 /// What the comparison of `r` is made against, and how.
@@ -472,7 +502,8 @@ async fn revert_one<S: EventStore + 'static>(
     let CurrentState::Found(aws) = now else {
         return;
     };
-    match revert_call(engine, stack, &drift.logical_id, r, aws).await {
+    let drifted = drifted_keys(drift);
+    match revert_call(engine, stack, &drift.logical_id, r, aws, &drifted).await {
         Ok(()) => drift.status = DriftStatus::Reverted,
         Err(why) => {
             drift.status = DriftStatus::Declined;
@@ -481,12 +512,26 @@ async fn revert_one<S: EventStore + 'static>(
     }
 }
 
+/// The top-level properties a drift's differences are under.
+fn drifted_keys(drift: &ResourceDrift) -> Vec<String> {
+    drift
+        .differences
+        .iter()
+        .filter_map(|d| d.path.strip_prefix('/')?.split('/').next())
+        .map(|k| k.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Sends the recorded properties back to AWS, from AWS's values of the properties the
+/// template sets and of those that drifted (`drifted`: a property the template leaves
+/// out, such as an inline policy put on a role out of band, is taken back out).
 async fn revert_call<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     stack: &str,
     id: &str,
     r: &ResourceState,
     aws: &Map<String, Value>,
+    drifted: &[String],
 ) -> Result<(), String> {
     if contains_mask(&Value::Object(r.properties.clone())) {
         return Err(
@@ -503,7 +548,7 @@ async fn revert_call<S: EventStore + 'static>(
         .map_err(|(_, m)| m)?;
     let previous: Map<String, Value> = aws
         .iter()
-        .filter(|(k, _)| r.properties.contains_key(*k))
+        .filter(|(k, _)| r.properties.contains_key(*k) || drifted.contains(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut desired = resolved.props;

@@ -21,6 +21,7 @@
 //! [`accept`] builds the new baseline through [`observed_baseline`] again.
 
 mod accept;
+mod attached;
 mod compare;
 mod confirm;
 mod defaults;
@@ -38,6 +39,7 @@ mod tests;
 use serde_json::{Map, Value};
 
 pub use accept::{AcceptRefused, accept};
+pub use attached::Attachments;
 pub use compare::compare;
 pub use confirm::confirm_masked;
 pub use dependence::{Dependence, resources_depending_on};
