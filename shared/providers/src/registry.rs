@@ -87,6 +87,16 @@ impl Registry {
         self.sdk.insert(resource_type.into(), provider);
     }
 
+    /// Registers each `(resource type, provider)`.
+    pub fn register_all<'a>(
+        &mut self,
+        providers: impl IntoIterator<Item = (&'a str, Arc<dyn Provider>)>,
+    ) {
+        for (resource_type, provider) in providers {
+            self.register(resource_type, provider);
+        }
+    }
+
     /// The SDK provider registered for `resource_type`.
     pub fn sdk_provider(&self, resource_type: &str) -> Option<&Arc<dyn Provider>> {
         self.sdk.get(resource_type)

@@ -96,67 +96,11 @@ impl Providers {
             .build();
         let mut registry = Registry::new();
         register_ec2_edge(&mut registry, &aws_sdk_ec2::Client::new(config));
-        let ssm = aws_sdk_ssm::Client::new(config);
         let s3 = s3_client(config);
         let lambda = aws_sdk_lambda::Client::new(config);
         let sns = aws_sdk_sns::Client::new(config);
-        registry.register(
-            sdk::ssm::TYPE,
-            Arc::new(sdk::ssm::SsmParameterProvider::new(ssm)),
-        );
-        registry.register(
-            sdk::sqs::TYPE,
-            Arc::new(sdk::sqs::SqsQueueProvider::new(aws_sdk_sqs::Client::new(
-                config,
-            ))),
-        );
-        registry.register(
-            sdk::sns::TYPE,
-            Arc::new(sdk::sns::SnsTopicProvider::new(sns.clone())),
-        );
-        registry.register(
-            sdk::logs::TYPE,
-            Arc::new(sdk::logs::LogGroupProvider::new(
-                aws_sdk_cloudwatchlogs::Client::new(config),
-            )),
-        );
-        registry.register(
-            sdk::dynamodb::TYPE,
-            Arc::new(sdk::dynamodb::DynamoDbTableProvider::new(
-                aws_sdk_dynamodb::Client::new(config),
-            )),
-        );
-        registry.register(
-            sdk::s3::TYPE,
-            Arc::new(sdk::s3::S3BucketProvider::new(s3.clone())),
-        );
-        registry.register(
-            sdk::iam::TYPE,
-            Arc::new(sdk::iam::IamRoleProvider::new(aws_sdk_iam::Client::new(
-                config,
-            ))),
-        );
-        let iam = aws_sdk_iam::Client::new(config);
-        registry.register(
-            sdk::iam_policy::TYPE,
-            Arc::new(sdk::iam_policy::IamPolicyProvider::new(iam.clone())),
-        );
-        registry.register(
-            sdk::iam_managed_policy::TYPE,
-            Arc::new(sdk::iam_managed_policy::IamManagedPolicyProvider::new(
-                iam.clone(),
-            )),
-        );
-        registry.register(
-            sdk::iam_instance_profile::TYPE,
-            Arc::new(sdk::iam_instance_profile::IamInstanceProfileProvider::new(
-                iam,
-            )),
-        );
-        registry.register(
-            sdk::lambda::TYPE,
-            Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
-        );
+        register_first(&mut registry, config, &lambda, &sns, &s3);
+        register_iam(&mut registry, &aws_sdk_iam::Client::new(config));
         register_policies(&mut registry, &lambda, &sns, &s3, config);
         register_secrets_keys_clusters(&mut registry, config);
         register_rules_alarms_states(&mut registry, config);
@@ -174,6 +118,85 @@ impl Providers {
             custom,
         }
     }
+}
+
+/// The first SDK providers: SSM parameters, SQS queues, SNS topics, log groups, DynamoDB
+/// tables, S3 buckets, IAM roles and Lambda functions.
+fn register_first(
+    registry: &mut Registry,
+    config: &SdkConfig,
+    lambda: &aws_sdk_lambda::Client,
+    sns: &aws_sdk_sns::Client,
+    s3: &aws_sdk_s3::Client,
+) {
+    let providers: [(&str, Arc<dyn Provider>); 8] = [
+        (
+            sdk::ssm::TYPE,
+            Arc::new(sdk::ssm::SsmParameterProvider::new(
+                aws_sdk_ssm::Client::new(config),
+            )),
+        ),
+        (
+            sdk::sqs::TYPE,
+            Arc::new(sdk::sqs::SqsQueueProvider::new(aws_sdk_sqs::Client::new(
+                config,
+            ))),
+        ),
+        (
+            sdk::sns::TYPE,
+            Arc::new(sdk::sns::SnsTopicProvider::new(sns.clone())),
+        ),
+        (
+            sdk::logs::TYPE,
+            Arc::new(sdk::logs::LogGroupProvider::new(
+                aws_sdk_cloudwatchlogs::Client::new(config),
+            )),
+        ),
+        (
+            sdk::dynamodb::TYPE,
+            Arc::new(sdk::dynamodb::DynamoDbTableProvider::new(
+                aws_sdk_dynamodb::Client::new(config),
+            )),
+        ),
+        (
+            sdk::s3::TYPE,
+            Arc::new(sdk::s3::S3BucketProvider::new(s3.clone())),
+        ),
+        (
+            sdk::iam::TYPE,
+            Arc::new(sdk::iam::IamRoleProvider::new(aws_sdk_iam::Client::new(
+                config,
+            ))),
+        ),
+        (
+            sdk::lambda::TYPE,
+            Arc::new(sdk::lambda::LambdaFunctionProvider::new(lambda.clone())),
+        ),
+    ];
+    registry.register_all(providers);
+}
+
+/// The IAM providers besides the role's: inline and managed policies, instance profiles.
+fn register_iam(registry: &mut Registry, iam: &aws_sdk_iam::Client) {
+    let providers: [(&str, Arc<dyn Provider>); 3] = [
+        (
+            sdk::iam_policy::TYPE,
+            Arc::new(sdk::iam_policy::IamPolicyProvider::new(iam.clone())),
+        ),
+        (
+            sdk::iam_managed_policy::TYPE,
+            Arc::new(sdk::iam_managed_policy::IamManagedPolicyProvider::new(
+                iam.clone(),
+            )),
+        ),
+        (
+            sdk::iam_instance_profile::TYPE,
+            Arc::new(sdk::iam_instance_profile::IamInstanceProfileProvider::new(
+                iam.clone(),
+            )),
+        ),
+    ];
+    registry.register_all(providers);
 }
 
 /// The providers of permissions, subscriptions and resource policies: Lambda permissions
@@ -214,9 +237,7 @@ fn register_policies(
             Arc::new(s3_bucket_policy::S3BucketPolicyProvider::new(s3.clone())),
         ),
     ];
-    for (type_name, provider) in providers {
-        registry.register(type_name, provider);
-    }
+    registry.register_all(providers);
 }
 
 /// The providers of Secrets Manager secrets, KMS keys and aliases, and ECS clusters.
@@ -245,9 +266,7 @@ fn register_secrets_keys_clusters(registry: &mut Registry, config: &SdkConfig) {
             ))),
         ),
     ];
-    for (resource_type, provider) in providers {
-        registry.register(resource_type, provider);
-    }
+    registry.register_all(providers);
 }
 
 /// The EC2 providers of addresses, NAT gateways, security groups and their rules, and VPC
@@ -281,9 +300,7 @@ fn register_ec2_edge(registry: &mut Registry, ec2: &aws_sdk_ec2::Client) {
             Arc::new(vpc_endpoint::VpcEndpointProvider::new(ec2.clone())),
         ),
     ];
-    for (type_name, provider) in providers {
-        registry.register(type_name, provider);
-    }
+    registry.register_all(providers);
 }
 
 /// The providers of EventBridge rules, CloudWatch alarms and Step Functions state machines.
@@ -309,9 +326,7 @@ fn register_rules_alarms_states(registry: &mut Registry, config: &SdkConfig) {
             )),
         ),
     ];
-    for (resource_type, provider) in providers {
-        registry.register(resource_type, provider);
-    }
+    registry.register_all(providers);
 }
 
 /// The EC2 providers of the network itself: VPCs, subnets, internet gateways and their
@@ -349,9 +364,7 @@ fn register_ec2_network(registry: &mut Registry, config: &SdkConfig) {
             Arc::new(route_table_association::SubnetRouteTableAssociationProvider::new(ec2)),
         ),
     ];
-    for (type_name, provider) in providers {
-        registry.register(type_name, provider);
-    }
+    registry.register_all(providers);
 }
 
 impl Router for Providers {
