@@ -9,11 +9,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::{StackStatus, deploy_stack, rollback_stack};
+use support::lifecycle::topic;
 use support::{Op, Rig, deploy, input, options};
-
-fn topic(name: &str) -> Value {
-    json!({ "Type": "AWS::SNS::Topic", "Properties": { "TopicName": name } })
-}
 
 fn topic_after(name: &str, deps: &[&str]) -> Value {
     let mut t = topic(name);
