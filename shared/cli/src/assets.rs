@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use stackflow_core::assets::{
     AssetManifest, Placeholders, Retarget, load_asset_manifest, stackflow_bucket_name,
 };
-use stackflow_core::template::{NestedTemplate, StackTemplate};
+use stackflow_core::template::{StackTemplate, nested_files};
 use stackflow_providers::assets::bucket::{AssetStorage, asset_storage};
 use stackflow_providers::assets::container::{
     ImageJob, check_images, container_cli_here, image_jobs, publish_images,
@@ -206,18 +206,6 @@ impl Assets {
         }
         Ok(())
     }
-}
-
-/// The template files of nested stacks, at every depth.
-fn nested_files(nested: &IndexMap<String, NestedTemplate>) -> Vec<PathBuf> {
-    nested
-        .values()
-        .flat_map(|n| {
-            let mut files = vec![n.file.clone()];
-            files.extend(nested_files(&n.nested));
-            files
-        })
-        .collect()
 }
 
 fn print_each() -> OnPublished {

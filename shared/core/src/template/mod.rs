@@ -48,6 +48,18 @@ pub struct NestedTemplate {
     pub nested: IndexMap<String, NestedTemplate>,
 }
 
+/// The files of the nested stacks' templates in `nested`, at every depth.
+pub fn nested_files(nested: &IndexMap<String, NestedTemplate>) -> Vec<PathBuf> {
+    nested
+        .values()
+        .flat_map(|n| {
+            let mut files = vec![n.file.clone()];
+            files.extend(nested_files(&n.nested));
+            files
+        })
+        .collect()
+}
+
 /// Reads and parses one template file (of at most [`MAX_TEMPLATE_BYTES`]).
 pub fn load_template_file(file: &FsPath) -> Result<Template> {
     let shown = file.display().to_string();

@@ -137,6 +137,17 @@ pub async fn publish_files(
     parallel: usize,
     on_done: OnPublished,
 ) -> Result<PublishReport, PublishError> {
+    publish_files_with(&crate::aws::s3_client(config), jobs, parallel, on_done).await
+}
+
+/// [`publish_files`] with `home`, an S3 client of the jobs' home region (the clients of
+/// other regions are made from its configuration).
+pub async fn publish_files_with(
+    home: &aws_sdk_s3::Client,
+    jobs: Vec<FileJob>,
+    parallel: usize,
+    on_done: OnPublished,
+) -> Result<PublishReport, PublishError> {
     let started = Instant::now();
     let mut clients: BTreeMap<String, aws_sdk_s3::Client> = BTreeMap::new();
     let gate = Arc::new(Semaphore::new(parallel.max(1)));
@@ -148,7 +159,7 @@ pub async fn publish_files(
     for job in jobs {
         let s3 = clients
             .entry(job.region.clone())
-            .or_insert_with(|| client_in(config, &job.region))
+            .or_insert_with(|| client_in(home, &job.region))
             .clone();
         let gate = gate.clone();
         let on_done = on_done.clone();
@@ -188,15 +199,17 @@ pub async fn publish_files(
     }
 }
 
-fn client_in(config: &SdkConfig, region: &str) -> aws_sdk_s3::Client {
+fn client_in(home: &aws_sdk_s3::Client, region: &str) -> aws_sdk_s3::Client {
+    let config = home.config();
     if config.region().map(|r| r.as_ref()) == Some(region) {
-        return crate::aws::s3_client(config);
+        return home.clone();
     }
-    let here = config
-        .to_builder()
-        .region(aws_types::region::Region::new(region.to_string()))
-        .build();
-    crate::aws::s3_client(&here)
+    aws_sdk_s3::Client::from_conf(
+        config
+            .to_builder()
+            .region(aws_types::region::Region::new(region.to_string()))
+            .build(),
+    )
 }
 
 async fn publish_one(s3: &aws_sdk_s3::Client, job: &FileJob) -> Result<Published, PublishError> {

@@ -12,6 +12,7 @@
 //! input written to the engine's bucket (`inputs/<stack>/<execution>.json`) and the
 //! execution started with its name, unless an execution of that name exists already.
 
+pub mod assets;
 pub mod drift_check;
 pub mod start;
 pub mod unzip;
@@ -154,7 +155,8 @@ impl<S: EventStore + 'static> Tasks<S> {
     }
 
     /// The stack input of `launch`: its template or `cdk.out` read in a directory of its
-    /// own under the system's temporary directory (removed after).
+    /// own under the system's temporary directory (removed after), the `cdk.out`'s file
+    /// assets published first ([`assets::publish`]).
     async fn stack_input(&self, launch: &Launch) -> Result<StackInput, TaskError> {
         let (file, bytes) = match &launch.source {
             Source::Object(key) => {
@@ -175,8 +177,17 @@ impl<S: EventStore + 'static> Tasks<S> {
         };
         let dir = std::env::temp_dir().join(format!("stackflow-{}", launch.name));
         let read = read_stack(&dir, &file, &bytes, &launch.stack);
+        // A cdk.out's file assets go out while its directory is still there.
+        let published = match &read {
+            Ok(stack) => {
+                let account = launch.account.as_deref();
+                assets::publish(&self.s3, stack, account, &self.engine.region).await
+            }
+            Err(_) => Ok(0),
+        };
         let _ = std::fs::remove_dir_all(&dir);
         let stack = read?;
+        published?;
         let bound = bind_parameters(&stack.template, &parameters)
             .map_err(|e| TaskError::new(ErrorKind::Template, e.to_string()))?;
         Ok(StackInput {
