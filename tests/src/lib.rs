@@ -10,7 +10,9 @@
 //! Functions, its tasks run by an in-process `stackflow worker`; [`lambda`] makes Lambda
 //! functions whose code runs (through the emulator's container stand-in); [`installed`]
 //! is the engine installed by `stackflow engine deploy`, and [`triggers`] drives and
-//! observes its triggers.
+//! observes its triggers. [`round_trip`] holds what the provider round trips share: one
+//! resource created, read back, updated, refused a create-only change, deleted twice and
+//! then gone, through its provider against the emulator.
 
 pub mod audit;
 pub mod cli;
@@ -24,6 +26,7 @@ pub mod installed;
 pub mod inventory;
 pub mod lambda;
 pub mod latency;
+pub mod round_trip;
 pub mod secret_scan;
 pub mod triggers;
 pub mod worker;

@@ -13,23 +13,9 @@
 use serde_json::{Value, json};
 use stackflow_providers::cloudcontrol::CloudControlProvider;
 use stackflow_providers::sdk::{SqsQueueProvider, SsmParameterProvider};
-use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_providers::{CurrentState, Deleted, Imported, Provider};
+use stackflow_tests::round_trip::{props, request};
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
 
 async fn cloud_control() -> CloudControlProvider {
     let config = Emulator::shared().await.sdk_config().await;

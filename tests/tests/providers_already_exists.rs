@@ -38,25 +38,9 @@ use stackflow_providers::sdk::s3::S3BucketProvider;
 use stackflow_providers::sdk::s3_bucket_policy::S3BucketPolicyProvider;
 use stackflow_providers::sdk::sns::SnsTopicProvider;
 use stackflow_providers::sdk::{SqsQueueProvider, SsmParameterProvider};
-use stackflow_providers::{
-    Deleted, Imported, Properties, Provider, ProviderError, ResourceRequest,
-};
+use stackflow_providers::{Deleted, Imported, Provider, ProviderError, ResourceRequest};
+use stackflow_tests::round_trip::request;
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
 
 async fn config() -> aws_types::SdkConfig {
     Emulator::shared().await.sdk_config().await

@@ -23,33 +23,19 @@
 //! - The release of an address still associated (an instance's) is not exercised.
 
 use aws_sdk_ec2::types::{IpPermission, IpRange};
-use serde_json::{Value, json};
+use serde_json::json;
 use stackflow_providers::sdk::ec2::eip::EipProvider;
 use stackflow_providers::sdk::ec2::nat_gateway::NatGatewayProvider;
 use stackflow_providers::sdk::ec2::security_group::SecurityGroupProvider;
 use stackflow_providers::sdk::ec2::sg_rule::egress::SecurityGroupEgressProvider;
 use stackflow_providers::sdk::ec2::sg_rule::ingress::SecurityGroupIngressProvider;
 use stackflow_providers::sdk::ec2::vpc_endpoint::VpcEndpointProvider;
-use stackflow_providers::{
-    CurrentState, Deleted, Imported, Properties, Provider, ProviderError, ResourceRequest,
-};
+use stackflow_providers::{CurrentState, Provider, ProviderError};
 use stackflow_tests::emulator::REGION;
+use stackflow_tests::round_trip::{
+    delete_twice_then_gone, not_updatable, props, read, request, sorted, update_of,
+};
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
 
 async fn ec2() -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::new(&Emulator::shared().await.sdk_config().await)
@@ -88,58 +74,6 @@ async fn route_table(ec2: &aws_sdk_ec2::Client, vpc: &str) -> String {
         .expect("route table");
     let table = out.route_table().and_then(|t| t.route_table_id());
     table.expect("id").to_string()
-}
-
-/// The state `read_current_state` finds, keys sorted.
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            state
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(v: Value) -> Properties {
-    let mut p = props(v);
-    p.sort_keys();
-    p
-}
-
-/// `req` as the update from its properties to `new`, with a new token.
-fn update_to(req: &ResourceRequest, new: Value) -> ResourceRequest {
-    let mut update = req.clone();
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = props(new);
-    update.token = unique_name("token");
-    update
-}
-
-/// The update of `req` to `new` is refused as needing a new resource.
-async fn needs_replacement(provider: &dyn Provider, req: &ResourceRequest, new: Value) {
-    match provider.update(&update_to(req, new)).await {
-        Err(ProviderError::NotUpdatable(_)) => {}
-        other => panic!("a create-only change must be NotUpdatable, got {other:?}"),
-    }
-}
-
-/// Delete, delete again, then `read_current_state` says not found and `import` (by the
-/// explicit id) says not deployed yet.
-async fn delete_twice_then_gone(provider: &dyn Provider, req: &ResourceRequest) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(
-        provider.delete(req).await.expect("delete again"),
-        Deleted::Done
-    );
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    assert_eq!(
-        provider.import(req).await.expect("import by id"),
-        Imported::NotDeployedYet
-    );
 }
 
 #[tokio::test]
@@ -195,7 +129,7 @@ async fn sdk_security_group_round_trip() {
             {"CidrIp": "10.0.0.0/8", "FromPort": 80, "IpProtocol": "tcp", "ToPort": 80}],
         "Tags": [{"Key": "team", "Value": "edge"}]
     });
-    let req = update_to(&req, new.clone());
+    let req = update_of(&req, new.clone());
     let updated = provider.update(&req).await.expect("update");
     assert_eq!(
         (updated.physical_id.as_str(), updated.replaced),
@@ -237,8 +171,8 @@ async fn sdk_security_group_round_trip() {
 
     let mut renamed = new.clone();
     renamed["GroupDescription"] = json!("other");
-    needs_replacement(&provider, &req, renamed).await;
-    delete_twice_then_gone(&provider, &req).await;
+    not_updatable(&provider, &update_of(&req, renamed)).await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
 }
 
 #[tokio::test]
@@ -267,7 +201,7 @@ async fn sdk_security_group_rules_round_trip() {
     let again = provider.create(&req).await.expect("create retried");
     assert_eq!(again.physical_id, id, "the retry adopts the first rule");
     req.physical_id = Some(id.clone());
-    assert_eq!(read(&provider, &req).await, sorted(template.clone()));
+    assert_eq!(read(&provider, &req).await, sorted(props(template.clone())));
     // The group's own state leaves the standalone rule out (and its default egress).
     assert_eq!(
         read(&groups, &group_req).await.get("SecurityGroupIngress"),
@@ -278,16 +212,16 @@ async fn sdk_security_group_rules_round_trip() {
     let mut new = template.clone();
     new["Description"] = json!("cluster");
     let updated = provider
-        .update(&update_to(&req, new.clone()))
+        .update(&update_of(&req, new.clone()))
         .await
         .expect("update");
     assert_eq!(updated.physical_id, id);
     req.properties = props(new.clone());
-    assert_eq!(read(&provider, &req).await, sorted(new.clone()));
+    assert_eq!(read(&provider, &req).await, sorted(props(new.clone())));
     let mut other_port = new.clone();
     other_port["FromPort"] = json!(8081);
-    needs_replacement(&provider, &req, other_port).await;
-    delete_twice_then_gone(&provider, &req).await;
+    not_updatable(&provider, &update_of(&req, other_port)).await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
 
     // An egress rule the same way, briefly.
     let egress = SecurityGroupEgressProvider::new(ec2.clone());
@@ -296,13 +230,13 @@ async fn sdk_security_group_rules_round_trip() {
     let mut out_req = request("SgOut", "AWS::EC2::SecurityGroupEgress", out.clone());
     let made = egress.create(&out_req).await.expect("egress create");
     out_req.physical_id = Some(made.physical_id.clone());
-    assert_eq!(read(&egress, &out_req).await, sorted(out));
+    assert_eq!(read(&egress, &out_req).await, sorted(props(out)));
     assert_eq!(
         ingress_state_of(&provider, &made.physical_id).await,
         CurrentState::NotFound,
         "an egress rule is not an ingress rule"
     );
-    delete_twice_then_gone(&egress, &out_req).await;
+    delete_twice_then_gone(&egress, &out_req, &[]).await;
 
     // A rule someone else authorized is not taken over.
     ec2.authorize_security_group_ingress()
@@ -334,7 +268,7 @@ async fn sdk_security_group_rules_round_trip() {
         json!([{"CidrIp": "192.0.2.0/24", "FromPort": 22, "IpProtocol": "tcp", "ToPort": 22}]),
         "their rule is still there, and reported as the group's drift"
     );
-    delete_twice_then_gone(&groups, &group_req).await;
+    delete_twice_then_gone(&groups, &group_req, &[]).await;
 }
 
 async fn ingress_state_of(provider: &dyn Provider, id: &str) -> CurrentState {
@@ -361,13 +295,13 @@ async fn sdk_eip_and_nat_gateway_round_trip() {
     let again = eips.create(&eip_req).await.expect("eip retried");
     assert_eq!(again.physical_id, ip, "the retry adopts the first address");
     eip_req.physical_id = Some(ip.clone());
-    assert_eq!(read(&eips, &eip_req).await, sorted(template));
+    assert_eq!(read(&eips, &eip_req).await, sorted(props(template)));
     let new = json!({"Domain": "vpc", "Tags": [{"Key": "Name", "Value": "nat-b"}]});
-    eips.update(&update_to(&eip_req, new.clone()))
+    eips.update(&update_of(&eip_req, new.clone()))
         .await
         .expect("eip update");
     eip_req.properties = props(new.clone());
-    assert_eq!(read(&eips, &eip_req).await, sorted(new));
+    assert_eq!(read(&eips, &eip_req).await, sorted(props(new)));
 
     let nats = NatGatewayProvider::new(ec2.clone());
     let template = json!({"AllocationId": allocation, "SubnetId": subnet,
@@ -380,27 +314,26 @@ async fn sdk_eip_and_nat_gateway_round_trip() {
     let again = nats.create(&nat_req).await.expect("nat retried");
     assert_eq!(again.physical_id, nat, "the retry adopts the first gateway");
     nat_req.physical_id = Some(nat.clone());
-    assert_eq!(read(&nats, &nat_req).await, sorted(template.clone()));
+    assert_eq!(read(&nats, &nat_req).await, sorted(props(template.clone())));
     let mut new = template.clone();
     new["Tags"] = json!([{"Key": "Name", "Value": "nat"}, {"Key": "tier", "Value": "1"}]);
-    nats.update(&update_to(&nat_req, new.clone()))
+    nats.update(&update_of(&nat_req, new.clone()))
         .await
         .expect("nat update");
     nat_req.properties = props(new.clone());
-    assert_eq!(read(&nats, &nat_req).await, sorted(new.clone()));
+    assert_eq!(read(&nats, &nat_req).await, sorted(props(new.clone())));
     let mut moved = new.clone();
     moved["SubnetId"] = json!("subnet-other");
-    needs_replacement(&nats, &nat_req, moved).await;
-    needs_replacement(
+    not_updatable(&nats, &update_of(&nat_req, moved)).await;
+    not_updatable(
         &eips,
-        &eip_req,
-        json!({"Domain": "vpc", "PublicIpv4Pool": "p"}),
+        &update_of(&eip_req, json!({"Domain": "vpc", "PublicIpv4Pool": "p"})),
     )
     .await;
 
     // The gateway goes first (the engine's order: it depends on the address).
-    delete_twice_then_gone(&nats, &nat_req).await;
-    delete_twice_then_gone(&eips, &eip_req).await;
+    delete_twice_then_gone(&nats, &nat_req, &[]).await;
+    delete_twice_then_gone(&eips, &eip_req, &[]).await;
 }
 
 #[tokio::test]
@@ -423,7 +356,7 @@ async fn sdk_vpc_endpoint_round_trip() {
     let again = provider.create(&req).await.expect("create retried");
     assert_eq!(again.physical_id, id, "the retry adopts the first endpoint");
     req.physical_id = Some(id.clone());
-    assert_eq!(read(&provider, &req).await, sorted(template.clone()));
+    assert_eq!(read(&provider, &req).await, sorted(props(template.clone())));
 
     let mut new = template.clone();
     new["RouteTableIds"] = json!([rt2, rt1]);
@@ -431,7 +364,7 @@ async fn sdk_vpc_endpoint_round_trip() {
         "Principal": "*", "Action": "s3:GetObject", "Resource": "*"}]});
     new["Tags"] = json!([{"Key": "Name", "Value": "s3-2"}]);
     let updated = provider
-        .update(&update_to(&req, new.clone()))
+        .update(&update_of(&req, new.clone()))
         .await
         .expect("update");
     assert_eq!(
@@ -445,19 +378,19 @@ async fn sdk_vpc_endpoint_round_trip() {
         .as_object_mut()
         .expect("object")
         .remove("PolicyDocument");
-    assert_eq!(read(&provider, &req).await, sorted(expected));
+    assert_eq!(read(&provider, &req).await, sorted(props(expected)));
     let mut fewer = new.clone();
     fewer["RouteTableIds"] = json!([rt2]);
     provider
-        .update(&update_to(&req, fewer.clone()))
+        .update(&update_of(&req, fewer.clone()))
         .await
         .expect("remove a table");
     req.properties = props(fewer.clone());
     assert_eq!(read(&provider, &req).await["RouteTableIds"], json!([rt2]));
     let mut other = fewer.clone();
     other["ServiceName"] = json!(format!("com.amazonaws.{REGION}.dynamodb"));
-    needs_replacement(&provider, &req, other).await;
-    delete_twice_then_gone(&provider, &req).await;
+    not_updatable(&provider, &update_of(&req, other)).await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
 
     // An interface endpoint with a subnet, a security group and private DNS.
     let group = ec2
@@ -479,5 +412,5 @@ async fn sdk_vpc_endpoint_round_trip() {
     assert_eq!(state["SubnetIds"], json!([subnet]));
     assert_eq!(state["PrivateDnsEnabled"], json!(true));
     assert_eq!(state["VpcEndpointType"], json!("Interface"));
-    delete_twice_then_gone(&provider, &req).await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
 }

@@ -38,38 +38,16 @@ use stackflow_providers::sdk::ec2::route_table::RouteTableProvider;
 use stackflow_providers::sdk::ec2::route_table_association::SubnetRouteTableAssociationProvider;
 use stackflow_providers::sdk::ec2::subnet::SubnetProvider;
 use stackflow_providers::sdk::ec2::vpc::VpcProvider;
-use stackflow_providers::{
-    Created, CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest,
-};
+use stackflow_providers::{Created, Imported, Provider, ResourceRequest};
 use stackflow_tests::deploy::{corpus_template, engine, input, summary};
 use stackflow_tests::emulator::REGION;
+use stackflow_tests::round_trip::{
+    delete_twice_then_gone, not_updatable, read, request_in, sorted, update_of,
+};
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn sorted(mut p: Properties) -> Properties {
-    p.sort_keys();
-    p
-}
 
 async fn client() -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::new(&Emulator::shared().await.sdk_config().await)
-}
-
-fn request(stack: &str, logical_id: &str, resource_type: &str, p: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(stack, logical_id, resource_type, props(p));
-    r.token = unique_name("token");
-    r
-}
-
-/// The state `read_current_state` finds, keys sorted.
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(state) => sorted(state),
-        other => panic!("{other:?}"),
-    }
 }
 
 /// Creates, creates again with the same token (the same resource answers), and checks
@@ -89,10 +67,7 @@ async fn create_twice(provider: &dyn Provider, req: &mut ResourceRequest) -> Cre
 
 /// Updates `req` to `properties` in place and checks the state read back.
 async fn update_to(provider: &dyn Provider, req: &mut ResourceRequest, properties: Value) {
-    let mut update = req.clone();
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = props(properties);
-    update.token = unique_name("token");
+    let update = update_of(req, properties);
     let updated = provider.update(&update).await.expect("update");
     assert_eq!(Some(&updated.physical_id), req.physical_id.as_ref());
     assert!(!updated.replaced);
@@ -100,36 +75,10 @@ async fn update_to(provider: &dyn Provider, req: &mut ResourceRequest, propertie
     assert_eq!(read(provider, req).await, sorted(req.properties.clone()));
 }
 
-/// An update to `properties` is refused as needing a new resource.
-async fn needs_replacement(provider: &dyn Provider, req: &ResourceRequest, properties: Value) {
-    let mut update = req.clone();
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = props(properties);
-    let err = provider.update(&update).await.expect_err("replacement");
-    assert_eq!(err.name(), "Stackflow.NotUpdatable", "{err}");
-}
-
-/// Delete, delete again, then not found and not deployed yet.
-async fn delete_twice_then_gone(provider: &dyn Provider, req: &ResourceRequest) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(
-        provider.delete(req).await.expect("delete again"),
-        Deleted::Done
-    );
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    assert_eq!(
-        provider.import(req).await.expect("import by id"),
-        Imported::NotDeployedYet
-    );
-}
-
 /// A VPC for the other resources' tests (deleted by the caller).
 async fn make_vpc(stack: &str, cidr: &str) -> (VpcProvider, ResourceRequest) {
     let provider = VpcProvider::new(client().await);
-    let mut req = request(stack, "Vpc", "AWS::EC2::VPC", json!({"CidrBlock": cidr}));
+    let mut req = request_in(stack, "Vpc", "AWS::EC2::VPC", json!({"CidrBlock": cidr}));
     let created = provider.create(&req).await.expect("vpc");
     req.physical_id = Some(created.physical_id);
     (provider, req)
@@ -148,7 +97,7 @@ async fn sdk_vpc_round_trip() {
         "EnableDnsHostnames": true,
         "Tags": [{"Key": "Name", "Value": "main"}, {"Key": "team", "Value": "net"}]
     });
-    let mut req = request(&stack, "Vpc", "AWS::EC2::VPC", template);
+    let mut req = request_in(&stack, "Vpc", "AWS::EC2::VPC", template);
     let created = create_twice(&provider, &mut req).await;
     let vpc = created.physical_id.clone();
     assert!(vpc.starts_with("vpc-"), "{vpc}");
@@ -186,14 +135,20 @@ async fn sdk_vpc_round_trip() {
         }),
     )
     .await;
-    needs_replacement(&provider, &req, json!({"CidrBlock": "10.21.0.0/16"})).await;
-    needs_replacement(
+    not_updatable(
         &provider,
-        &req,
-        json!({"CidrBlock": "10.20.0.0/16", "InstanceTenancy": "dedicated"}),
+        &update_of(&req, json!({"CidrBlock": "10.21.0.0/16"})),
     )
     .await;
-    delete_twice_then_gone(&provider, &req).await;
+    not_updatable(
+        &provider,
+        &update_of(
+            &req,
+            json!({"CidrBlock": "10.20.0.0/16", "InstanceTenancy": "dedicated"}),
+        ),
+    )
+    .await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
 }
 
 #[tokio::test]
@@ -210,7 +165,7 @@ async fn sdk_subnet_round_trip() {
         "MapPublicIpOnLaunch": true,
         "Tags": [{"Key": "aws-cdk:subnet-type", "Value": "Public"}]
     });
-    let mut req = request(&stack, "Public", "AWS::EC2::Subnet", template.clone());
+    let mut req = request_in(&stack, "Public", "AWS::EC2::Subnet", template.clone());
     let created = create_twice(&provider, &mut req).await;
     let subnet = created.physical_id.clone();
     assert!(subnet.starts_with("subnet-"), "{subnet}");
@@ -238,8 +193,8 @@ async fn sdk_subnet_round_trip() {
     .await;
     let mut moved = template;
     moved["CidrBlock"] = json!("10.30.2.0/24");
-    needs_replacement(&provider, &req, moved).await;
-    delete_twice_then_gone(&provider, &req).await;
+    not_updatable(&provider, &update_of(&req, moved)).await;
+    delete_twice_then_gone(&provider, &req, &[]).await;
     vpcs.delete(&vpc_req).await.expect("delete vpc");
 }
 
@@ -249,7 +204,7 @@ async fn sdk_internet_gateway_and_attachment_round_trip() {
     let (vpcs, vpc_req) = make_vpc(&stack, "10.40.0.0/16").await;
     let vpc = id(&vpc_req);
     let gateways = InternetGatewayProvider::new(client().await);
-    let mut igw_req = request(
+    let mut igw_req = request_in(
         &stack,
         "Igw",
         "AWS::EC2::InternetGateway",
@@ -263,12 +218,12 @@ async fn sdk_internet_gateway_and_attachment_round_trip() {
     );
     update_to(&gateways, &mut igw_req, json!({})).await;
     // A second gateway, to move the attachment to.
-    let mut other_req = request(&stack, "Igw2", "AWS::EC2::InternetGateway", json!({}));
+    let mut other_req = request_in(&stack, "Igw2", "AWS::EC2::InternetGateway", json!({}));
     let other = gateways.create(&other_req).await.expect("second gateway");
     other_req.physical_id = Some(other.physical_id.clone());
 
     let attachments = VpcGatewayAttachmentProvider::new(client().await);
-    let mut req = request(
+    let mut req = request_in(
         &stack,
         "Attach",
         "AWS::EC2::VPCGatewayAttachment",
@@ -278,7 +233,7 @@ async fn sdk_internet_gateway_and_attachment_round_trip() {
     assert_eq!(created.physical_id, format!("IGW|{vpc}"));
     assert!(created.attributes.is_empty());
     // Another stack's attachment of another gateway to the same VPC is refused.
-    let taken = request(
+    let taken = request_in(
         "other",
         "Attach",
         "AWS::EC2::VPCGatewayAttachment",
@@ -294,14 +249,16 @@ async fn sdk_internet_gateway_and_attachment_round_trip() {
     )
     .await;
     let (_, other_vpc_req) = make_vpc(&stack, "10.41.0.0/16").await;
-    needs_replacement(
+    not_updatable(
         &attachments,
-        &req,
-        json!({"VpcId": id(&other_vpc_req), "InternetGatewayId": other.physical_id}),
+        &update_of(
+            &req,
+            json!({"VpcId": id(&other_vpc_req), "InternetGatewayId": other.physical_id}),
+        ),
     )
     .await;
-    delete_twice_then_gone(&attachments, &req).await;
-    delete_twice_then_gone(&gateways, &igw_req).await;
+    delete_twice_then_gone(&attachments, &req, &[]).await;
+    delete_twice_then_gone(&gateways, &igw_req, &[]).await;
     gateways.delete(&other_req).await.expect("delete igw2");
     vpcs.delete(&vpc_req).await.expect("delete vpc");
     vpcs.delete(&other_vpc_req).await.expect("delete vpc 2");
@@ -314,7 +271,7 @@ async fn sdk_route_table_route_and_association_round_trip() {
     let vpc = id(&vpc_req);
     let ec2 = client().await;
     let tables = RouteTableProvider::new(ec2.clone());
-    let mut table_req = request(
+    let mut table_req = request_in(
         &stack,
         "Table",
         "AWS::EC2::RouteTable",
@@ -330,20 +287,24 @@ async fn sdk_route_table_route_and_association_round_trip() {
         json!({"VpcId": vpc, "Tags": [{"Key": "Name", "Value": "public-2"}]}),
     )
     .await;
-    needs_replacement(&tables, &table_req, json!({"VpcId": "vpc-other"})).await;
+    not_updatable(
+        &tables,
+        &update_of(&table_req, json!({"VpcId": "vpc-other"})),
+    )
+    .await;
 
     // Two gateways to route to (not attached: the emulator does not require it).
     let gateways = InternetGatewayProvider::new(ec2.clone());
     let mut igws = Vec::new();
     for logical_id in ["IgwA", "IgwB"] {
-        let mut r = request(&stack, logical_id, "AWS::EC2::InternetGateway", json!({}));
+        let mut r = request_in(&stack, logical_id, "AWS::EC2::InternetGateway", json!({}));
         r.physical_id = Some(gateways.create(&r).await.expect("igw").physical_id);
         igws.push(r);
     }
     let (igw_a, igw_b) = (id(&igws[0]), id(&igws[1]));
 
     let routes = RouteProvider::new(ec2.clone());
-    let mut route_req = request(
+    let mut route_req = request_in(
         &stack,
         "Default",
         "AWS::EC2::Route",
@@ -353,7 +314,7 @@ async fn sdk_route_table_route_and_association_round_trip() {
     assert_eq!(route.physical_id, format!("{rtb}|0.0.0.0/0"));
     assert_eq!(route.attributes.get("CidrBlock"), Some(&json!("0.0.0.0/0")));
     // The same destination with another target is someone else's route.
-    let taken = request(
+    let taken = request_in(
         "other",
         "Default",
         "AWS::EC2::Route",
@@ -368,20 +329,22 @@ async fn sdk_route_table_route_and_association_round_trip() {
         json!({"RouteTableId": rtb, "DestinationCidrBlock": "0.0.0.0/0", "GatewayId": igw_b}),
     )
     .await;
-    needs_replacement(
+    not_updatable(
         &routes,
-        &route_req,
-        json!({"RouteTableId": rtb, "DestinationCidrBlock": "10.9.0.0/16", "GatewayId": igw_b}),
+        &update_of(
+            &route_req,
+            json!({"RouteTableId": rtb, "DestinationCidrBlock": "10.9.0.0/16", "GatewayId": igw_b}),
+        ),
     )
     .await;
 
     association_round_trip(&stack, &vpc, &rtb).await;
 
-    delete_twice_then_gone(&routes, &route_req).await;
+    delete_twice_then_gone(&routes, &route_req, &[]).await;
     for r in &igws {
         gateways.delete(r).await.expect("delete igw");
     }
-    delete_twice_then_gone(&tables, &table_req).await;
+    delete_twice_then_gone(&tables, &table_req, &[]).await;
     vpcs.delete(&vpc_req).await.expect("delete vpc");
 }
 
@@ -390,7 +353,7 @@ async fn sdk_route_table_route_and_association_round_trip() {
 async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
     let ec2 = client().await;
     let subnets = SubnetProvider::new(ec2.clone());
-    let mut subnet_req = request(
+    let mut subnet_req = request_in(
         stack,
         "Subnet",
         "AWS::EC2::Subnet",
@@ -406,7 +369,7 @@ async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
     let subnet = id(&subnet_req);
 
     let associations = SubnetRouteTableAssociationProvider::new(ec2.clone());
-    let mut req = request(
+    let mut req = request_in(
         stack,
         "Assoc",
         "AWS::EC2::SubnetRouteTableAssociation",
@@ -424,7 +387,7 @@ async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
     );
     // The subnet associated with another table is not this create's to take.
     let tables = RouteTableProvider::new(ec2.clone());
-    let mut other_table = request(
+    let mut other_table = request_in(
         stack,
         "Other",
         "AWS::EC2::RouteTable",
@@ -437,7 +400,7 @@ async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
             .expect("table")
             .physical_id,
     );
-    let taken = request(
+    let taken = request_in(
         "other",
         "Assoc",
         "AWS::EC2::SubnetRouteTableAssociation",
@@ -452,13 +415,15 @@ async fn association_round_trip(stack: &str, vpc: &str, rtb: &str) {
         json!({"SubnetId": subnet, "RouteTableId": rtb}),
     )
     .await;
-    needs_replacement(
+    not_updatable(
         &associations,
-        &req,
-        json!({"SubnetId": subnet, "RouteTableId": id(&other_table)}),
+        &update_of(
+            &req,
+            json!({"SubnetId": subnet, "RouteTableId": id(&other_table)}),
+        ),
     )
     .await;
-    delete_twice_then_gone(&associations, &req).await;
+    delete_twice_then_gone(&associations, &req, &[]).await;
     tables.delete(&other_table).await.expect("delete table");
     subnets.delete(&subnet_req).await.expect("delete subnet");
 }

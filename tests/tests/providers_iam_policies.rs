@@ -26,44 +26,14 @@ use serde_json::{Value, json};
 use stackflow_providers::sdk::iam_instance_profile::IamInstanceProfileProvider;
 use stackflow_providers::sdk::iam_managed_policy::IamManagedPolicyProvider;
 use stackflow_providers::sdk::iam_policy::IamPolicyProvider;
-use stackflow_providers::{
-    CurrentState, Deleted, Imported, Properties, Provider, ProviderError, ResourceRequest,
+use stackflow_providers::{Imported, Properties, Provider, ProviderError, ResourceRequest};
+use stackflow_tests::round_trip::{
+    delete_twice_then_gone, props, read, request, sorted, update_of,
 };
 use stackflow_tests::{Emulator, unique_name};
 
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
-
 async fn iam() -> Client {
     Client::new(&Emulator::shared().await.sdk_config().await)
-}
-
-/// The state `read_current_state` finds, keys sorted.
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Value {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            Value::Object(state)
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(mut p: Properties) -> Value {
-    p.sort_keys();
-    Value::Object(p)
 }
 
 fn document(action: &str) -> Value {
@@ -71,15 +41,6 @@ fn document(action: &str) -> Value {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]
     })
-}
-
-/// `req` as the update to `properties` (previous: `req`'s).
-fn update_of(req: &ResourceRequest, properties: Properties) -> ResourceRequest {
-    let mut update = req.clone();
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = properties;
-    update.token = unique_name("token");
-    update
 }
 
 /// A role made with the plain IAM client: its name.
@@ -108,27 +69,6 @@ async fn group(iam: &Client) -> String {
     let made = iam.create_group().group_name(&name).send().await;
     made.expect("CreateGroup");
     name
-}
-
-/// Delete, delete again, then not found and not deployed yet (by the request as it is,
-/// and by `by_name`).
-async fn delete_twice_then_gone(
-    provider: &dyn Provider,
-    req: &ResourceRequest,
-    by_name: &ResourceRequest,
-) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(provider.delete(req).await.expect("again"), Deleted::Done);
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    for r in [req, by_name] {
-        assert_eq!(
-            provider.import(r).await.expect("import"),
-            Imported::NotDeployedYet
-        );
-    }
 }
 
 /// The inline policies of the role `name`.
@@ -180,7 +120,7 @@ async fn sdk_iam_policy_round_trip() {
         "Groups": [group],
         "Users": [user]
     }));
-    let update = update_of(&req, properties.clone());
+    let update = update_of(&req, Value::Object(properties.clone()));
     let updated = provider.update(&update).await.expect("update");
     assert_eq!(updated.physical_id, id);
     assert!(!updated.replaced);
@@ -191,7 +131,7 @@ async fn sdk_iam_policy_round_trip() {
     // A new name, in place: the old one is gone from the user.
     let renamed = unique_name("inline");
     properties.insert("PolicyName".into(), json!(renamed));
-    let update = update_of(&req, properties.clone());
+    let update = update_of(&req, Value::Object(properties.clone()));
     provider.update(&update).await.expect("rename");
     req.properties = update.properties.clone();
     assert_eq!(read(&provider, &req).await, sorted(properties));
@@ -201,7 +141,7 @@ async fn sdk_iam_policy_round_trip() {
 
     let mut by_name = req.clone();
     by_name.physical_id = None;
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
     let listed = iam.list_group_policies().group_name(&group).send().await;
     assert!(listed.expect("ListGroupPolicies").policy_names().is_empty());
 }
@@ -240,7 +180,7 @@ async fn six_new_documents(
             properties.remove("Roles");
             properties.insert("Users".into(), json!([user]));
         }
-        let update = update_of(req, properties.clone());
+        let update = update_of(req, Value::Object(properties.clone()));
         let updated = provider.update(&update).await.expect("update");
         assert_eq!(Some(updated.physical_id), arn);
         req.properties = update.properties;
@@ -306,7 +246,7 @@ async fn sdk_iam_managed_policy_round_trip() {
     let mut described = properties.clone();
     described.insert("Description".into(), json!("another"));
     let err = provider
-        .update(&update_of(&req, described))
+        .update(&update_of(&req, Value::Object(described)))
         .await
         .expect_err("Description");
     assert_eq!(err.name(), "Stackflow.NotUpdatable");
@@ -321,7 +261,7 @@ async fn sdk_iam_managed_policy_round_trip() {
         other => panic!("{other:?}"),
     }
     // Attached to the user, with four old versions: delete takes them all away.
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
     let attached = iam
         .list_attached_user_policies()
         .user_name(&user)
@@ -366,7 +306,7 @@ async fn sdk_iam_instance_profile_round_trip() {
     // The role swapped in place.
     let mut properties = req.properties.clone();
     properties.insert("Roles".into(), json!([second]));
-    let update = update_of(&req, properties.clone());
+    let update = update_of(&req, Value::Object(properties.clone()));
     let updated = provider.update(&update).await.expect("update");
     assert_eq!(updated.physical_id, name);
     assert_eq!(updated.attributes.get("Arn"), Some(&json!(arn)));
@@ -377,7 +317,7 @@ async fn sdk_iam_instance_profile_round_trip() {
     let mut moved = properties.clone();
     moved.insert("Path".into(), json!("/other/"));
     let err = provider
-        .update(&update_of(&req, moved))
+        .update(&update_of(&req, Value::Object(moved)))
         .await
         .expect_err("Path");
     assert_eq!(err.name(), "Stackflow.NotUpdatable");
@@ -391,7 +331,7 @@ async fn sdk_iam_instance_profile_round_trip() {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, name),
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
     // The role is left as it was made, free of the profile.
     let listed = iam
         .list_instance_profiles_for_role()

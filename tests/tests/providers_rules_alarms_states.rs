@@ -24,57 +24,19 @@ use serde_json::{Value, json};
 use stackflow_providers::sdk::cloudwatch_alarm::AlarmProvider;
 use stackflow_providers::sdk::events_rule::EventRuleProvider;
 use stackflow_providers::sdk::stepfunctions::StateMachineProvider;
-use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_providers::{Imported, Provider, ResourceRequest};
 use stackflow_tests::drift_cli::{Session, root};
 use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
+use stackflow_tests::round_trip::{
+    delete_twice_then_gone, not_updatable, props, read, request, sorted, update_of,
+};
 use stackflow_tests::{Emulator, unique_name};
 
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
-
-/// The state `read_current_state` finds, keys sorted (for comparing as sets).
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            state
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(mut p: Properties) -> Properties {
-    p.sort_keys();
-    p
-}
-
-/// `update` of `req` to `properties` (the previous ones are `req`'s), with a new token.
-fn update_of(req: &ResourceRequest, properties: Value) -> ResourceRequest {
-    let mut update = req.clone();
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = props(properties);
-    update.token = unique_name("token");
-    update
-}
-
-/// An update of `req` that sets `key` to `value` is refused as needing a new resource.
-async fn not_updatable(provider: &dyn Provider, req: &ResourceRequest, key: &str, value: Value) {
+/// The update of `req` that sets `key` to `value` (and changes nothing else).
+fn update_setting(req: &ResourceRequest, key: &str, value: Value) -> ResourceRequest {
     let mut change = update_of(req, Value::Object(req.properties.clone()));
     change.properties.insert(key.into(), value);
-    let err = provider.update(&change).await.expect_err(key);
-    assert_eq!(err.name(), "Stackflow.NotUpdatable", "{key}: {err}");
+    change
 }
 
 /// `import` of `by_name` (no physical id) finds `id`.
@@ -83,32 +45,6 @@ async fn found_by_name(provider: &dyn Provider, by_name: &ResourceRequest, id: &
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, id),
         other => panic!("{other:?}"),
     }
-}
-
-/// Delete, delete again, then `read_current_state` says not found and `import` (by the
-/// template's name and by the id) says not deployed yet.
-async fn delete_twice_then_gone(
-    provider: &dyn Provider,
-    req: &ResourceRequest,
-    by_name: &ResourceRequest,
-) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(
-        provider.delete(req).await.expect("delete again"),
-        Deleted::Done
-    );
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    assert_eq!(
-        provider.import(by_name).await.expect("import by name"),
-        Imported::NotDeployedYet
-    );
-    assert_eq!(
-        provider.import(req).await.expect("import by id"),
-        Imported::NotDeployedYet
-    );
 }
 
 /// The request `req` without its physical id, naming `name` in `property`.
@@ -197,10 +133,14 @@ async fn sdk_cloudwatch_alarm_round_trip() {
     expected.insert("AlarmName".into(), json!(name));
     assert_eq!(read(&provider, &update).await, sorted(expected));
 
-    not_updatable(&provider, &update, "AlarmName", json!("other")).await;
+    not_updatable(
+        &provider,
+        &update_setting(&update, "AlarmName", json!("other")),
+    )
+    .await;
     let by_name = by_name(&req, "AlarmName", &name);
     found_by_name(&provider, &by_name, &name).await;
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 /// A rule on a custom bus: `Ref` is `bus|name`.
@@ -267,8 +207,12 @@ async fn sdk_event_rule_on_a_bus_round_trip() {
     let ids: Vec<&str> = listed.targets().iter().map(|t| t.id()).collect();
     assert_eq!(ids, ["Target0"]);
 
-    not_updatable(&provider, &update, "Name", json!("other")).await;
-    not_updatable(&provider, &update, "EventBusName", json!("default")).await;
+    not_updatable(&provider, &update_setting(&update, "Name", json!("other"))).await;
+    not_updatable(
+        &provider,
+        &update_setting(&update, "EventBusName", json!("default")),
+    )
+    .await;
     let by_name = by_name(&req, "Name", &name);
     found_by_name(&provider, &by_name, &id).await;
     // An explicit id may be the rule's ARN (how CloudFormation's import names a rule).
@@ -278,7 +222,7 @@ async fn sdk_event_rule_on_a_bus_round_trip() {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, id),
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 /// A scheduled rule on the default bus with a generated name: `Ref` is the name; a retry
@@ -327,7 +271,7 @@ async fn sdk_event_rule_scheduled_round_trip() {
 
     let by_name = by_name(&req, "Name", &name);
     found_by_name(&provider, &by_name, &name).await;
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 /// A role Step Functions may assume: its ARN.
@@ -472,11 +416,19 @@ async fn sdk_state_machine_round_trip() {
     expected.insert("StateMachineName".into(), json!(name));
     assert_eq!(read(&provider, &update).await, sorted(expected));
 
-    not_updatable(&provider, &update, "StateMachineName", json!("other")).await;
-    not_updatable(&provider, &update, "StateMachineType", json!("EXPRESS")).await;
+    not_updatable(
+        &provider,
+        &update_setting(&update, "StateMachineName", json!("other")),
+    )
+    .await;
+    not_updatable(
+        &provider,
+        &update_setting(&update, "StateMachineType", json!("EXPRESS")),
+    )
+    .await;
     let by_name = by_name(&req, "StateMachineName", &name);
     found_by_name(&provider, &by_name, &machine).await;
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 /// The corpus cases with these types, deployed by the `stackflow` binary: the rules and

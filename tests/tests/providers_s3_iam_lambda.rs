@@ -9,39 +9,9 @@ use serde_json::{Value, json};
 use stackflow_providers::sdk::iam::IamRoleProvider;
 use stackflow_providers::sdk::lambda::LambdaFunctionProvider;
 use stackflow_providers::sdk::s3::S3BucketProvider;
-use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_providers::{CurrentState, Deleted, Imported, Provider};
+use stackflow_tests::round_trip::{props, read, request, sorted};
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
-
-/// `read_current_state`, which must find the resource.
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            state
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(mut p: Properties) -> Properties {
-    p.sort_keys();
-    p
-}
 
 /// The bucket round trip. fakecloud quirks:
 /// - Only path-style addressing works (the provider is given `Emulator::s3()`).

@@ -35,77 +35,18 @@ use serde_json::{Value, json};
 use stackflow_providers::sdk::ecs::EcsClusterProvider;
 use stackflow_providers::sdk::kms::{KmsAliasProvider, KmsKeyProvider};
 use stackflow_providers::sdk::secretsmanager::SecretProvider;
-use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_providers::{Imported, Provider, ResourceRequest};
 use stackflow_tests::emulator::ACCOUNT_ID;
+use stackflow_tests::round_trip::{
+    delete_twice_then_gone, props, read, request, sorted, update_of,
+};
 use stackflow_tests::{Emulator, unique_name};
 
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
-
-/// The state `read_current_state` finds, keys sorted.
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            state
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(mut p: Properties) -> Properties {
-    p.sort_keys();
-    p
-}
-
 /// The update of `req` (recorded under `id`) to `properties`, with a new token.
-fn update_of(req: &ResourceRequest, id: &str, properties: Value) -> ResourceRequest {
-    let mut update = req.clone();
+fn update_under(req: &ResourceRequest, id: &str, properties: Value) -> ResourceRequest {
+    let mut update = update_of(req, properties);
     update.physical_id = Some(id.to_string());
-    update.previous_properties = Some(req.properties.clone());
-    update.properties = props(properties);
-    update.token = unique_name("token");
     update
-}
-
-/// Delete, delete again, then `read_current_state` says not found and `import` says not
-/// deployed yet (by the explicit id, and by `by_name` when the type has a name).
-async fn delete_twice_then_gone(
-    provider: &dyn Provider,
-    req: &ResourceRequest,
-    by_name: Option<&ResourceRequest>,
-) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(
-        provider.delete(req).await.expect("delete again"),
-        Deleted::Done
-    );
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    assert_eq!(
-        provider.import(req).await.expect("import by id"),
-        Imported::NotDeployedYet
-    );
-    if let Some(by_name) = by_name {
-        assert_eq!(
-            provider.import(by_name).await.expect("import by name"),
-            Imported::NotDeployedYet
-        );
-    }
 }
 
 fn root_policy(sid: &str) -> Value {
@@ -159,7 +100,7 @@ async fn sdk_kms_key_round_trip() {
     );
     assert_eq!(read(&provider, &req).await, sorted(expected));
 
-    let update = update_of(
+    let update = update_under(
         &req,
         &id,
         json!({
@@ -183,7 +124,7 @@ async fn sdk_kms_key_round_trip() {
     assert!(!rotation(&kms, &id).await.0);
 
     // Neither the spec nor the usage changes in place.
-    let mut asym = update_of(&update, &id, json!({"KeySpec": "RSA_2048"}));
+    let mut asym = update_under(&update, &id, json!({"KeySpec": "RSA_2048"}));
     asym.properties
         .insert("KeyUsage".into(), json!("SIGN_VERIFY"));
     let err = provider.update(&asym).await.expect_err("KeySpec");
@@ -193,7 +134,7 @@ async fn sdk_kms_key_round_trip() {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, id),
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &update, None).await;
+    delete_twice_then_gone(&provider, &update, &[]).await;
     assert_deletion_in_days(&kms, &id, 7.0).await;
 }
 
@@ -247,7 +188,7 @@ async fn sdk_kms_alias_round_trip() {
     req.physical_id = Some(name.clone());
     assert_eq!(read(&provider, &req).await, sorted(props(template)));
 
-    let update = update_of(
+    let update = update_under(
         &req,
         &name,
         json!({"AliasName": name, "TargetKeyId": keys[1]}),
@@ -262,7 +203,7 @@ async fn sdk_kms_alias_round_trip() {
     by_id.properties.insert("TargetKeyId".into(), json!(key_id));
     assert_eq!(read(&provider, &by_id).await["TargetKeyId"], json!(key_id));
 
-    let rename = update_of(
+    let rename = update_under(
         &update,
         &name,
         json!({"AliasName": format!("{name}-x"), "TargetKeyId": keys[1]}),
@@ -272,7 +213,7 @@ async fn sdk_kms_alias_round_trip() {
 
     let mut by_name = update.clone();
     by_name.physical_id = None;
-    delete_twice_then_gone(&provider, &update, Some(&by_name)).await;
+    delete_twice_then_gone(&provider, &update, &[&by_name]).await;
 }
 
 /// The value of secret `arn`, read with the plain client.
@@ -341,7 +282,7 @@ async fn sdk_secret_round_trip() {
 
     // A resolved value from the template: put, never reported.
     let resolved = unique_name("resolved-value");
-    let update = update_of(
+    let update = update_under(
         &req,
         &arn,
         json!({
@@ -364,7 +305,7 @@ async fn sdk_secret_round_trip() {
     assert!(!holds(&state, &resolved));
     replicas_go_and_come_back(&provider, &update).await;
 
-    let rename = update_of(&update, &arn, json!({"Name": format!("{name}-x")}));
+    let rename = update_under(&update, &arn, json!({"Name": format!("{name}-x")}));
     let err = provider.update(&rename).await.expect_err("rename");
     assert_eq!(err.name(), "Stackflow.NotUpdatable");
     assert!(!holds(&err, &resolved));
@@ -376,7 +317,7 @@ async fn sdk_secret_round_trip() {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, arn),
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &update, Some(&by_name)).await;
+    delete_twice_then_gone(&provider, &update, &[&by_name]).await;
 }
 
 /// `update` (a secret with a replica region) updated without its replicas, read, then
@@ -384,12 +325,12 @@ async fn sdk_secret_round_trip() {
 /// delete then deletes a replicated secret).
 async fn replicas_go_and_come_back(provider: &SecretProvider, update: &ResourceRequest) {
     let arn = update.physical_id.as_deref().expect("an id");
-    let mut without = update_of(update, arn, json!({}));
+    let mut without = update_under(update, arn, json!({}));
     without.properties = update.properties.clone();
     without.properties.remove("ReplicaRegions");
     provider.update(&without).await.expect("replicas dropped");
     assert_eq!(read(provider, &without).await.get("ReplicaRegions"), None);
-    let mut again = update_of(&without, arn, json!({}));
+    let mut again = update_under(&without, arn, json!({}));
     again.properties = update.properties.clone();
     provider.update(&again).await.expect("replicas again");
     let replicas = read(provider, &again).await.get("ReplicaRegions").cloned();
@@ -437,7 +378,7 @@ async fn sdk_ecs_cluster_round_trip() {
     );
     assert_eq!(read(&provider, &req).await, sorted(expected));
 
-    let update = update_of(
+    let update = update_under(
         &req,
         &name,
         json!({
@@ -453,7 +394,7 @@ async fn sdk_ecs_cluster_round_trip() {
     expected.insert("ClusterName".into(), json!(name));
     assert_eq!(read(&provider, &update).await, sorted(expected));
 
-    let rename = update_of(&update, &name, json!({"ClusterName": format!("{name}-x")}));
+    let rename = update_under(&update, &name, json!({"ClusterName": format!("{name}-x")}));
     let err = provider.update(&rename).await.expect_err("rename");
     assert_eq!(err.name(), "Stackflow.NotUpdatable");
 
@@ -470,5 +411,5 @@ async fn sdk_ecs_cluster_round_trip() {
         }
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &update, Some(&by_name)).await;
+    delete_twice_then_gone(&provider, &update, &[&by_name]).await;
 }

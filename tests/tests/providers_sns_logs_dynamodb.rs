@@ -21,66 +21,10 @@ use serde_json::{Value, json};
 use stackflow_providers::sdk::dynamodb::DynamoDbTableProvider;
 use stackflow_providers::sdk::logs::LogGroupProvider;
 use stackflow_providers::sdk::sns::SnsTopicProvider;
-use stackflow_providers::{CurrentState, Deleted, Imported, Properties, Provider, ResourceRequest};
+use stackflow_providers::{Imported, Provider};
 use stackflow_tests::emulator::{ACCOUNT_ID, REGION};
+use stackflow_tests::round_trip::{delete_twice_then_gone, props, read, request, sorted};
 use stackflow_tests::{Emulator, unique_name};
-
-fn props(v: Value) -> Properties {
-    v.as_object().cloned().expect("an object")
-}
-
-fn request(logical_id: &str, resource_type: &str, properties: Value) -> ResourceRequest {
-    let mut r = ResourceRequest::new(
-        unique_name("stack"),
-        logical_id,
-        resource_type,
-        props(properties),
-    );
-    r.token = unique_name("token");
-    r
-}
-
-/// The state `read_current_state` finds, keys sorted (for comparing as sets).
-async fn read(provider: &dyn Provider, req: &ResourceRequest) -> Properties {
-    match provider.read_current_state(req).await.expect("read") {
-        CurrentState::Found(mut state) => {
-            state.sort_keys();
-            state
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-fn sorted(mut p: Properties) -> Properties {
-    p.sort_keys();
-    p
-}
-
-/// Delete, delete again, then `read_current_state` says not found and `import` (by the
-/// template's name or the explicit id) says not deployed yet.
-async fn delete_twice_then_gone(
-    provider: &dyn Provider,
-    req: &ResourceRequest,
-    by_name: &ResourceRequest,
-) {
-    assert_eq!(provider.delete(req).await.expect("delete"), Deleted::Done);
-    assert_eq!(
-        provider.delete(req).await.expect("delete again"),
-        Deleted::Done
-    );
-    assert_eq!(
-        provider.read_current_state(req).await.expect("read"),
-        CurrentState::NotFound
-    );
-    assert_eq!(
-        provider.import(by_name).await.expect("import by name"),
-        Imported::NotDeployedYet
-    );
-    assert_eq!(
-        provider.import(req).await.expect("import by id"),
-        Imported::NotDeployedYet
-    );
-}
 
 #[tokio::test]
 async fn sdk_sns_topic_round_trip() {
@@ -159,7 +103,7 @@ async fn sdk_sns_topic_round_trip() {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, arn),
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 #[tokio::test]
@@ -246,7 +190,7 @@ async fn sdk_log_group_round_trip() {
         }
         other => panic!("{other:?}"),
     }
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
 
 #[tokio::test]
@@ -368,5 +312,5 @@ async fn sdk_dynamodb_table_round_trip() {
     unprotect.previous_properties = Some(update.properties.clone());
     unprotect.properties.remove("DeletionProtectionEnabled");
     provider.update(&unprotect).await.expect("unprotect");
-    delete_twice_then_gone(&provider, &req, &by_name).await;
+    delete_twice_then_gone(&provider, &req, &[&by_name]).await;
 }
