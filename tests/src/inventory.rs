@@ -173,6 +173,20 @@ impl Inventory {
         }
     }
 
+    /// Deletes through the type's SDK provider (a type this crate has no client for).
+    async fn provider_delete(&self, ty: &str, id: &str) -> Check<()> {
+        let Some(provider) = self.providers.registry.sdk_provider(ty) else {
+            return Err(format!("{ty}: no SDK provider to delete it with"));
+        };
+        let mut request = ResourceRequest::new("inventory", "Cleanup", ty, Map::new());
+        request.physical_id = Some(id.to_string());
+        provider
+            .delete(&request)
+            .await
+            .map(drop)
+            .map_err(|e| format!("{ty} {id}: {e}"))
+    }
+
     async fn cloud_control_exists(&self, ty: &str, id: &str) -> Check<bool> {
         let answer = self
             .cloudcontrol
@@ -253,7 +267,7 @@ impl Inventory {
                     .await
                     .map_err(failed)?,
             ),
-            _ if sdk => return Err(format!("{ty}: no delete through its service here")),
+            _ if sdk => return self.provider_delete(ty, id).await,
             _ => self.cloud_control_delete(ty, id).await?,
         }
         Ok(())
