@@ -73,8 +73,8 @@ pub(crate) fn problem(report: &StackReport) -> Option<String> {
 }
 
 /// How many resources of each type the generated large template has, in this order:
-/// SDK providers (SQS, SNS, Logs, SSM) and Cloud Control types (CloudWatch alarms,
-/// EventBridge rules).
+/// types with SDK providers (SQS, SNS, Logs, SSM, CloudWatch alarms, EventBridge rules)
+/// and one that goes through Cloud Control (ECR repositories).
 pub(crate) const LARGE_MIX: [(&str, usize); 7] = [
     ("AWS::SQS::Queue", 200),
     ("AWS::SNS::Topic", 150),
