@@ -374,7 +374,8 @@ async fn a_missed_gate_release_heals_at_the_gates_heartbeat() {
     let acts = tokio::spawn(rig.worker_of("acts", |t| t == "Provision").run(rx.clone()));
     let stream = StreamId::new("us-east-1", &stack);
     let mut a_done = false;
-    for _ in 0..600 {
+    // Up to 2 minutes: A's action waits for a worker poll, which a loaded machine slows.
+    for _ in 0..2400 {
         let s = load_state(rig.store.as_ref(), &stream).await.unwrap();
         if s.resources.contains_key("A") {
             a_done = true;
