@@ -22,6 +22,7 @@ pub mod emulator;
 pub mod faults;
 pub mod gate;
 pub mod http1;
+pub mod iam;
 pub mod installed;
 pub mod inventory;
 pub mod lambda;

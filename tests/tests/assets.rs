@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 use stackflow_tests::drift_cli::{Session, root};
 use stackflow_tests::emulator::ACCOUNT_ID;
+use stackflow_tests::iam::role_policy_document;
 use stackflow_tests::latency::{LatencyProxy, RequestRecord};
 use stackflow_tests::{Emulator, unique_name};
 
@@ -349,28 +350,6 @@ async fn bootstrap_makes_stackflows_bucket_once_in_each_region() {
     );
 }
 
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
@@ -489,15 +468,8 @@ async fn after_an_import_a_region_on_stackflow_storage_repoints_the_assets_on_th
         .unwrap_or_default();
     assert_eq!(value, format!("s3://{bucket}/assets/{}.json", t.config));
     let iam = aws_sdk_iam::Client::new(&ssm_config);
-    let policy = iam
-        .get_role_policy()
-        .role_name(format!("adopt-role-{}", t.suffix))
-        .policy_name("ReadAssets")
-        .send()
-        .await
-        .expect("the grant");
-    // IAM answers the document URL-encoded.
-    let document = percent_decoded(policy.policy_document());
+    let document =
+        role_policy_document(&iam, &format!("adopt-role-{}", t.suffix), "ReadAssets").await;
     assert!(
         document.contains(&format!("{bucket}/assets/*")),
         "{document}"

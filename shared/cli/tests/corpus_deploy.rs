@@ -39,9 +39,10 @@
 //!
 //! # Cases the emulator cannot serve (not run here)
 //!
-//! - `apigw-lambda`: `AWS::ApiGateway::Account` is not supported by fakecloud's Cloud
-//!   Control API ("GeneralServiceException: Resource type 'AWS::ApiGateway::Account' is
-//!   not supported by Cloud Control API on fakecloud").
+//! - `apigw-lambda`: its `AWS::ApiGateway::Account` deploys through its SDK provider
+//!   (`tests/tests/providers_apigateway.rs`), but fakecloud's Cloud Control refuses the
+//!   `AWS::ApiGateway::UsagePlan` without a `UsagePlanName` ("GeneralServiceException:
+//!   UsagePlanName is required"), which AWS makes optional.
 //! - `cidr-split-select`: `AWS::EC2::VPCCidrBlock`, same answer.
 //! - `cloudwatch-alarm`: `AWS::CloudWatch::CompositeAlarm`, same answer.
 //! - `custom-resource-provider` and `s3-autodelete-objects`: Lambda-backed custom

@@ -14,6 +14,7 @@ pub mod intrinsics;
 pub mod kind;
 pub mod limits;
 pub mod plan;
+pub mod preflight;
 pub mod schema;
 pub mod secrets;
 pub mod stateful;

@@ -417,6 +417,7 @@ impl Planner<'_, '_> {
     fn resource(&mut self, id: &str, graph: &Graph) -> Result<ResourcePlan> {
         let r = &self.input.template.resources[id];
         let properties = self.properties(id)?;
+        crate::preflight::check_resource(id, &r.ty, &properties)?;
         let current = self.input.state.resources.get(id);
         let (mut action, mut reason, changes) = decide(current, &r.ty, &properties);
         let now = self.input.secret_digests.and_then(|d| d.get(id));

@@ -318,6 +318,8 @@ fn looks_like_iam_propagation(message: &str) -> bool {
         || m.contains("the provided execution role does not have")
         || (m.contains("role") && m.contains("does not exist") && m.contains("arn:"))
         || m.contains("invalid principal in policy")
+        // API Gateway's UpdateAccount, before it can assume a new logging role.
+        || m.contains("does not have required permissions set to api gateway")
 }
 
 /// An error and every source below it, joined with `: `.
@@ -406,6 +408,13 @@ mod tests {
         );
         assert!(matches!(e, ProviderError::IamPropagation(_)), "{e:?}");
         assert!(e.is_retryable());
+        // API Gateway's UpdateAccount right after the logging role is made.
+        let e = ProviderError::classify(
+            Some("BadRequestException"),
+            "The role ARN does not have required permissions set to API Gateway",
+            Some(400),
+        );
+        assert!(matches!(e, ProviderError::IamPropagation(_)), "{e:?}");
     }
 
     #[test]

@@ -58,6 +58,18 @@ pub fn given_or_suffixed(
     }
 }
 
+/// The deterministic name of `request`'s resource, [`physical_name`] of its stack, logical id
+/// and token with no suffix: what providers use as an id AWS does not give, or as a mark.
+pub fn generated_name(request: &ResourceRequest, rules: NameRules) -> String {
+    physical_name(
+        &request.stack_name,
+        &request.logical_id,
+        &request.token,
+        "",
+        rules,
+    )
+}
+
 /// `{stack}-{logical_id}-{hash}{suffix}` within `rules` (`suffix` e.g. `.fifo`, counted in
 /// the length and kept as is).
 pub fn physical_name(

@@ -105,6 +105,12 @@ impl Providers {
         register_secrets_keys_clusters(&mut registry, config);
         register_rules_alarms_states(&mut registry, config);
         register_ec2_network(&mut registry, config);
+        registry.register_all([(
+            sdk::apigateway_account::TYPE,
+            Arc::new(sdk::apigateway_account::ApiGatewayAccountProvider::new(
+                aws_sdk_apigateway::Client::new(config),
+            )) as Arc<dyn Provider>,
+        )]);
         let cloud_control = Arc::new(
             CloudControlProvider::new(aws_sdk_cloudcontrol::Client::new(config))
                 .with_role_arn(role_arn),

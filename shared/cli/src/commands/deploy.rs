@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use stackflow_core::template::load_path;
+use stackflow_core::template::{check_stacks_placeholders, load_path};
 use stackflow_engine::{
     DeployOptions, StackReport, StackStatus, deploy_stack, destroy_stack, rollback_stack,
 };
@@ -44,6 +44,8 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     let stacks = load_path(&args.path)?;
     let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
     let mut stacks = dependency_order(stacks);
+    // Before any AWS call: text no function will substitute.
+    check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &args.parameters)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
     let assets = Assets::prepare(
@@ -56,6 +58,8 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     .await?;
     assets.check()?;
     assets.rewrite(&mut stacks);
+    // Again after the rewrite, before anything is published or made.
+    check_stacks_placeholders(&stacks)?;
     let remote = if args.remote.remote {
         Some(super::remote::Remote::new(global, &args.remote, &setup).await?)
     } else {

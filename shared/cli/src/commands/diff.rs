@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use stackflow_core::plan::Plan;
-use stackflow_core::template::load_path;
+use stackflow_core::template::{check_stacks_placeholders, load_path};
 
 use crate::args::{DiffArgs, GlobalArgs};
 use crate::assets::{Assets, use_cdk_bootstrap_assets};
@@ -14,6 +14,7 @@ use crate::store::{Store, StoreSpec, local_file};
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
     let mut stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
+    check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &args.parameters)?;
 
     // A diff never creates a store: a local store that does not exist yet holds nothing.

@@ -268,19 +268,9 @@ impl Placeholders {
     }
 }
 
-/// The partition of a region.
+/// The partition of a region (the one rule, [`crate::intrinsics::partition`]).
 pub fn partition_of(region: &str) -> &'static str {
-    if region.starts_with("cn-") {
-        "aws-cn"
-    } else if region.starts_with("us-gov-") {
-        "aws-us-gov"
-    } else if region.starts_with("us-isob-") {
-        "aws-iso-b"
-    } else if region.starts_with("us-iso-") {
-        "aws-iso"
-    } else {
-        "aws"
-    }
+    crate::intrinsics::partition(region)
 }
 
 #[cfg(test)]

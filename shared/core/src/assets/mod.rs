@@ -10,5 +10,6 @@ pub use manifest::{
     Placeholders, load_asset_manifest, parse_asset_manifest, partition_of,
 };
 pub use rewrite::{
-    ASSET_PREFIX, Retarget, STACKFLOW_BUCKET_PATTERN, is_cdk_asset_bucket, stackflow_bucket_name,
+    ASSET_PREFIX, BucketMove, Retarget, STACKFLOW_BUCKET_PATTERN, is_cdk_asset_bucket,
+    stackflow_bucket_name,
 };

@@ -3,15 +3,29 @@
 //! (`cdk-<qualifier>-assets-<account>-<region>`) name stackflow's bucket instead, and
 //! the objects sit under [`ASSET_PREFIX`] there.
 //!
-//! A reference is any string of a resource's properties or an output that spells the
-//! bucket (alone, as in `Code.S3Bucket`; followed by a key, as in an `s3://` URL or an
-//! IAM grant `arn:...:s3:::bucket/*`), an object key of the manifest alone (`Code.S3Key`),
-//! or, in an `Fn::Join`, the part after one that ends with the bucket and starts with `/`
-//! (`"/*"` of a grant, `"/<hash>.json"` of a nested stack's `TemplateURL`).
+//! A manifest may spell the CDK bucket with placeholders (`...-${AWS::AccountId}-
+//! ${AWS::Region}`, an environment-agnostic app) or literally (`...-123456789012-us-east-1`,
+//! an app bound to an account and region). Either spelling may stand in a template:
+//!
+//! - in plain text (a property or output string outside `Fn::Sub`), the bucket becomes
+//!   stackflow's bucket *by name*, account and region written out: nothing substitutes
+//!   placeholders there, so `${...}` must never be put into such text;
+//! - in the template string of an `Fn::Sub`, the placeholder spelling becomes stackflow's
+//!   with placeholders ([`STACKFLOW_BUCKET_PATTERN`], which the `Fn::Sub` resolves), the
+//!   literal one stackflow's by name.
+//!
+//! A reference is any such string that spells the bucket (alone, as in `Code.S3Bucket`;
+//! followed by a key, as in an `s3://` URL or an IAM grant `arn:...:s3:::bucket/*`;
+//! anywhere inside a longer text, such as a JSON document held as a string), an object key
+//! of the manifest (alone, as in `Code.S3Key`, or as a token of a longer text: `"Key":
+//! "<hash>.zip"`), an `Fn::Sub` variable bound to the bucket (`${B}/<key>`), or, in an
+//! `Fn::Join`, what follows a part that ends with the bucket: a part that starts with `/`
+//! (`"/*"` of a grant, `"/<hash>.json"` of a nested stack's `TemplateURL`), the part after
+//! a lone `"/"`, or the next part when the delimiter is `/`.
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::manifest::{AssetManifest, FileDestination, Placeholders};
 use crate::template::{NestedTemplate, StackTemplate, Template};
@@ -38,12 +52,33 @@ pub fn is_cdk_asset_bucket(name: &str) -> bool {
         })
 }
 
+/// One spelling of a CDK bootstrap bucket and what it becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketMove {
+    /// The CDK bucket as a template may spell it: with the manifest's placeholders, or
+    /// with this account and region.
+    pub from: String,
+    /// stackflow's bucket in the template string of an `Fn::Sub`: with placeholders when
+    /// `from` has them (the `Fn::Sub` resolves both alike), else by name.
+    pub in_sub: String,
+    /// stackflow's bucket by name, in this account and the destination's region: what
+    /// plain text gets.
+    pub literal: String,
+}
+
+/// Where a string stands: in plain text, or in the template string of an `Fn::Sub`
+/// (where `${...}` is substituted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Text,
+    Sub,
+}
+
 /// What to point where: the CDK bucket's spellings and stackflow's, and the asset keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Retarget {
-    /// `(from, to)` bucket names: each spelling a template may use (with placeholders, and
-    /// with this account and region).
-    pub buckets: Vec<(String, String)>,
+    /// Each spelling a template may use of each CDK bucket, and what it becomes.
+    pub buckets: Vec<BucketMove>,
     /// The object keys of the manifest's destinations in those buckets.
     pub keys: BTreeSet<String>,
 }
@@ -63,16 +98,28 @@ impl Retarget {
             .filter(|d| is_cdk_asset_bucket(&d.bucket_name))
         {
             let at = at.in_region(d.region.as_deref());
-            let spellings = [
-                (d.bucket_name.clone(), STACKFLOW_BUCKET_PATTERN.to_string()),
-                (
-                    at.substitute(&d.bucket_name),
-                    at.substitute(STACKFLOW_BUCKET_PATTERN),
-                ),
+            let literal = at.substitute(STACKFLOW_BUCKET_PATTERN);
+            let spelled = &d.bucket_name;
+            let in_sub = if spelled.contains("${") {
+                STACKFLOW_BUCKET_PATTERN.to_string()
+            } else {
+                literal.clone()
+            };
+            let moves = [
+                BucketMove {
+                    from: spelled.clone(),
+                    in_sub,
+                    literal: literal.clone(),
+                },
+                BucketMove {
+                    from: at.substitute(spelled),
+                    in_sub: literal.clone(),
+                    literal,
+                },
             ];
-            for pair in spellings {
-                if !r.buckets.contains(&pair) {
-                    r.buckets.push(pair);
+            for m in moves {
+                if !r.buckets.iter().any(|b| b.from == m.from) {
+                    r.buckets.push(m);
                 }
             }
             r.keys.insert(d.object_key.clone());
@@ -139,16 +186,21 @@ impl Retarget {
         changed
     }
 
-    /// Rewrites the references in `v`; true when anything changed.
-    fn value(&self, v: &mut Value) -> bool {
+    /// Rewrites the references in `v` (plain text); true when anything changed.
+    pub fn value(&self, v: &mut Value) -> bool {
         match v {
-            Value::String(s) => self.string(s),
+            Value::String(s) => self.string(s, Context::Text),
             Value::Array(items) => items.iter_mut().fold(false, |c, x| self.value(x) | c),
             Value::Object(m) => {
-                if let Some(Value::Array(args)) = m.get_mut("Fn::Join")
-                    && let [_, Value::Array(parts)] = args.as_mut_slice()
-                {
-                    return self.join(parts);
+                if m.len() == 1 {
+                    if let Some(sub) = m.get_mut("Fn::Sub") {
+                        return self.sub(sub);
+                    }
+                    if let Some(Value::Array(args)) = m.get_mut("Fn::Join")
+                        && let [Value::String(delimiter), Value::Array(parts)] = args.as_mut_slice()
+                    {
+                        return self.join(delimiter, parts);
+                    }
                 }
                 m.values_mut().fold(false, |c, x| self.value(x) | c)
             }
@@ -156,25 +208,70 @@ impl Retarget {
         }
     }
 
-    /// The parts of an `Fn::Join`: each rewritten, then a part after one that ends with
-    /// the new bucket and starts with `/` gets the prefix.
-    fn join(&self, parts: &mut [Value]) -> bool {
-        let mut changed = parts.iter_mut().fold(false, |c, x| self.value(x) | c);
-        for i in 1..parts.len() {
-            if !self.ends_with_bucket(&parts[i - 1]) {
+    /// The argument of an `Fn::Sub`: its template string in the `Fn::Sub` context, its
+    /// variables' values as plain text; then `${Var}/` of a variable bound to the bucket
+    /// gets the prefix.
+    fn sub(&self, arg: &mut Value) -> bool {
+        match arg {
+            Value::String(s) => self.string(s, Context::Sub),
+            Value::Array(args) => match args.as_mut_slice() {
+                [Value::String(s), Value::Object(vars)] => {
+                    let mut changed = vars.values_mut().fold(false, |c, x| self.value(x) | c);
+                    changed |= self.string(s, Context::Sub);
+                    changed | self.prefix_bucket_variables(s, vars)
+                }
+                _ => args.iter_mut().fold(false, |c, x| self.value(x) | c),
+            },
+            other => self.value(other),
+        }
+    }
+
+    /// In an `Fn::Sub` template string `s`, `${Var}/` becomes `${Var}/assets/` for each
+    /// variable of `vars` whose value ends with stackflow's bucket.
+    fn prefix_bucket_variables(&self, s: &mut String, vars: &Map<String, Value>) -> bool {
+        let mut changed = false;
+        for (name, value) in vars {
+            if !self.ends_with_bucket(value) {
                 continue;
             }
-            if let Value::String(s) = &mut parts[i]
-                && let Some(rest) = s.strip_prefix('/')
-                && !rest.starts_with(ASSET_PREFIX)
-            {
-                *s = format!("/{ASSET_PREFIX}{rest}");
-                changed = true;
+            let slot = format!("${{{name}}}/");
+            changed |= prefix_after(s, &slot);
+        }
+        changed
+    }
+
+    /// The parts of an `Fn::Join`: each rewritten, then what follows a part that ends
+    /// with the new bucket gets the prefix.
+    fn join(&self, delimiter: &str, parts: &mut [Value]) -> bool {
+        let mut changed = parts.iter_mut().fold(false, |c, x| self.value(x) | c);
+        if delimiter.is_empty() {
+            for i in 1..parts.len() {
+                if !self.ends_with_bucket(&parts[i - 1]) {
+                    continue;
+                }
+                let lone_slash = parts[i].as_str() == Some("/");
+                let next = if lone_slash { i + 1 } else { i };
+                if let Some(Value::String(s)) = parts.get_mut(next) {
+                    changed |= if lone_slash {
+                        prefix_after(s, "")
+                    } else {
+                        prefix_leading_slash(s)
+                    };
+                }
+            }
+        } else if delimiter == "/" {
+            for i in 1..parts.len() {
+                if self.ends_with_bucket(&parts[i - 1])
+                    && let Value::String(s) = &mut parts[i]
+                {
+                    changed |= prefix_after(s, "");
+                }
             }
         }
         changed
     }
 
+    /// True when `part` (a string, or an `Fn::Sub` template) ends with stackflow's bucket.
     fn ends_with_bucket(&self, part: &Value) -> bool {
         let text = match part {
             Value::String(s) => Some(s.as_str()),
@@ -185,25 +282,111 @@ impl Retarget {
             },
             _ => None,
         };
-        text.is_some_and(|t| self.buckets.iter().any(|(_, to)| t.ends_with(to.as_str())))
+        text.is_some_and(|t| {
+            self.buckets
+                .iter()
+                .any(|b| t.ends_with(b.literal.as_str()) || t.ends_with(b.in_sub.as_str()))
+        })
     }
 
-    fn string(&self, s: &mut String) -> bool {
+    fn string(&self, s: &mut String, context: Context) -> bool {
         if self.keys.contains(s.as_str()) {
             *s = format!("{ASSET_PREFIX}{s}");
             return true;
         }
         let mut changed = false;
-        for (from, to) in &self.buckets {
-            if s.contains(from.as_str()) {
+        for b in &self.buckets {
+            if s.contains(b.from.as_str()) {
+                let to = match context {
+                    Context::Text => &b.literal,
+                    Context::Sub => &b.in_sub,
+                };
                 *s = s
-                    .replace(&format!("{from}/"), &format!("{to}/{ASSET_PREFIX}"))
-                    .replace(from.as_str(), to);
+                    .replace(&format!("{}/", b.from), &format!("{to}/{ASSET_PREFIX}"))
+                    .replace(b.from.as_str(), to);
                 changed = true;
             }
         }
+        for key in &self.keys {
+            changed |= prefix_key_tokens(s, key);
+        }
         changed
     }
+}
+
+/// Puts [`ASSET_PREFIX`] after every `marker` in `s` (at the start of `s` for an empty
+/// marker) that it does not follow already; true when anything changed.
+fn prefix_after(s: &mut String, marker: &str) -> bool {
+    if marker.is_empty() {
+        if s.starts_with(ASSET_PREFIX) {
+            return false;
+        }
+        s.insert_str(0, ASSET_PREFIX);
+        return true;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    let mut changed = false;
+    while let Some(at) = rest.find(marker) {
+        let end = at + marker.len();
+        out.push_str(&rest[..end]);
+        rest = &rest[end..];
+        if !rest.starts_with(ASSET_PREFIX) {
+            out.push_str(ASSET_PREFIX);
+            changed = true;
+        }
+    }
+    out.push_str(rest);
+    if changed {
+        *s = out;
+    }
+    changed
+}
+
+/// Puts [`ASSET_PREFIX`] after the `/` that `s` starts with, unless it follows already.
+fn prefix_leading_slash(s: &mut String) -> bool {
+    match s.strip_prefix('/') {
+        Some(rest) if !rest.starts_with(ASSET_PREFIX) => {
+            *s = format!("/{ASSET_PREFIX}{rest}");
+            true
+        }
+        _ => false,
+    }
+}
+
+/// True for a character that may belong to an object key or a path around it (so a key
+/// next to it is not a token of its own).
+fn in_key(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "._-/".contains(c)
+}
+
+/// Puts [`ASSET_PREFIX`] before each occurrence of `key` in `s` that stands as a token of
+/// its own (not inside a longer name or path: `"Key":"<key>"` in a JSON text); true when
+/// anything changed. A key after a `/` belongs to a path, whose bucket decides.
+fn prefix_key_tokens(s: &mut String, key: &str) -> bool {
+    if key.is_empty() || !s.contains(key) {
+        return false;
+    }
+    let mut out = String::with_capacity(s.len() + ASSET_PREFIX.len());
+    let mut changed = false;
+    let mut last = 0;
+    for (at, _) in s.match_indices(key) {
+        let before = s[..at].chars().next_back();
+        let after = s[at + key.len()..].chars().next();
+        if at < last || before.is_some_and(in_key) || after.is_some_and(in_key) {
+            continue;
+        }
+        out.push_str(&s[last..at]);
+        out.push_str(ASSET_PREFIX);
+        out.push_str(key);
+        last = at + key.len();
+        changed = true;
+    }
+    if changed {
+        out.push_str(&s[last..]);
+        *s = out;
+    }
+    changed
 }
 
 #[cfg(test)]
@@ -213,27 +396,41 @@ mod tests {
     use serde_json::json;
 
     const CDK: &str = "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}";
+    const BOUND: &str = "cdk-hnb659fds-assets-123456789012-us-east-1";
+    const OURS: &str = "stackflow-123456789012-us-east-1";
 
-    fn retarget() -> Retarget {
+    fn at() -> Placeholders {
+        Placeholders {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+        }
+    }
+
+    /// The retarget of a manifest whose destinations name the bucket as `bucket` does.
+    fn retarget_of(bucket: &str) -> Retarget {
         let m = parse_asset_manifest(
             &json!({"files": {
                 "abc": {"source": {"path": "asset.abc", "packaging": "zip"},
-                        "destinations": {"d": {"bucketName": CDK, "objectKey": "abc.zip"}}},
+                        "destinations": {"d": {"bucketName": bucket, "objectKey": "abc.zip"}}},
                 "def": {"source": {"path": "N.nested.template.json"},
-                        "destinations": {"d": {"bucketName": CDK, "objectKey": "def.json"}}}
+                        "destinations": {"d": {"bucketName": bucket, "objectKey": "def.json"}}}
             }}),
             std::path::Path::new("."),
         )
         .unwrap();
-        let at = Placeholders {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-        };
-        Retarget::for_manifests([&m], &at)
+        Retarget::for_manifests([&m], &at())
+    }
+
+    fn retarget() -> Retarget {
+        retarget_of(CDK)
     }
 
     fn template(resources: Value) -> Template {
         Template::from_value(&json!({"Resources": resources})).unwrap()
+    }
+
+    fn props(t: &Template, id: &str) -> Value {
+        Value::Object(t.resources[id].properties.clone())
     }
 
     #[test]
@@ -262,7 +459,7 @@ mod tests {
                 "TemplateURL": {"Fn::Join": ["", ["https://s3.", {"Ref": "AWS::URLSuffix"},
                     "/", {"Fn::Sub": CDK}, "/def.json"]]}}},
             "Param": {"Type": "AWS::SSM::Parameter", "Properties": {
-                "Value": "s3://cdk-hnb659fds-assets-123456789012-us-east-1/def.json",
+                "Value": format!("s3://{BOUND}/def.json"),
                 "Type": "String"}}
         }));
         let changed = r.template(&mut t, "");
@@ -275,27 +472,135 @@ mod tests {
                 "Param.Value"
             ]
         );
-        let props = |id: &str| Value::Object(t.resources[id].properties.clone());
         assert_eq!(
-            props("Fn")["Code"],
+            props(&t, "Fn")["Code"],
             json!({"S3Bucket": {"Fn::Sub": STACKFLOW_BUCKET_PATTERN}, "S3Key": "assets/abc.zip"})
         );
-        let grants = &props("Policy")["PolicyDocument"]["Statement"][0]["Resource"];
+        let grants = &props(&t, "Policy")["PolicyDocument"]["Statement"][0]["Resource"];
         assert_eq!(
             grants[0]["Fn::Join"][1][3],
             json!({"Fn::Sub": STACKFLOW_BUCKET_PATTERN})
         );
         assert_eq!(grants[1]["Fn::Join"][1][4], json!("/assets/*"));
         assert_eq!(
-            props("Nested")["TemplateURL"]["Fn::Join"][1][4],
+            props(&t, "Nested")["TemplateURL"]["Fn::Join"][1][4],
             json!("/assets/def.json")
         );
         assert_eq!(
-            props("Param")["Value"],
-            json!("s3://stackflow-123456789012-us-east-1/assets/def.json")
+            props(&t, "Param")["Value"],
+            json!(format!("s3://{OURS}/assets/def.json"))
         );
         // Rewriting again changes nothing more.
         assert!(r.template(&mut t, "").is_empty());
+    }
+
+    /// An app bound to an account and region names the CDK bucket literally: in plain
+    /// text it becomes stackflow's bucket by name, never the placeholder pattern.
+    #[test]
+    fn a_literal_bucket_in_plain_text_becomes_stackflows_bucket_by_name() {
+        let r = retarget_of(BOUND);
+        let mut t = template(json!({
+            "Layer": {"Type": "AWS::Lambda::LayerVersion", "Properties": {
+                "Content": {"S3Bucket": BOUND, "S3Key": "abc.zip"}}},
+            "Machine": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
+                "RoleArn": "arn:aws:iam::123456789012:role/r",
+                "DefinitionS3Location": {"Bucket": BOUND, "Key": "def.json"}}},
+            "Grant": {"Type": "AWS::IAM::Policy", "Properties": {"PolicyDocument": {
+                "Statement": [{"Resource": [
+                    format!("arn:aws:s3:::{BOUND}"), format!("arn:aws:s3:::{BOUND}/*")]}]}}},
+            "InSub": {"Type": "AWS::SSM::Parameter", "Properties": {
+                "Value": {"Fn::Sub": format!("arn:${{AWS::Partition}}:s3:::{BOUND}/*")}}}
+        }));
+        t.outputs.insert(
+            "ConfigBucket".into(),
+            crate::template::Output {
+                value: json!(BOUND),
+                export_name: None,
+                condition: None,
+                description: None,
+            },
+        );
+        let changed = r.template(&mut t, "");
+        assert_eq!(
+            changed,
+            [
+                "Layer.Content",
+                "Machine.DefinitionS3Location",
+                "Grant.PolicyDocument",
+                "InSub.Value",
+                "Outputs.ConfigBucket"
+            ]
+        );
+        assert_eq!(
+            props(&t, "Layer")["Content"],
+            json!({"S3Bucket": OURS, "S3Key": "assets/abc.zip"})
+        );
+        assert_eq!(
+            props(&t, "Machine")["DefinitionS3Location"],
+            json!({"Bucket": OURS, "Key": "assets/def.json"})
+        );
+        assert_eq!(
+            props(&t, "Grant")["PolicyDocument"]["Statement"][0]["Resource"],
+            json!([
+                format!("arn:aws:s3:::{OURS}"),
+                format!("arn:aws:s3:::{OURS}/assets/*")
+            ])
+        );
+        assert_eq!(
+            props(&t, "InSub")["Value"],
+            json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:s3:::{OURS}/assets/*")})
+        );
+        assert_eq!(t.outputs["ConfigBucket"].value, json!(OURS));
+        let text = serde_json::to_string(&t.resources).unwrap();
+        assert!(!text.contains("${AWS::AccountId}"), "{text}");
+        assert!(r.template(&mut t, "").is_empty());
+    }
+
+    #[test]
+    fn the_placeholder_spelling_in_plain_text_is_written_out() {
+        let r = retarget();
+        let mut v = json!({"Bucket": CDK, "Url": format!("s3://{CDK}/abc.zip")});
+        assert!(r.value(&mut v));
+        assert_eq!(
+            v,
+            json!({"Bucket": OURS, "Url": format!("s3://{OURS}/assets/abc.zip")})
+        );
+    }
+
+    #[test]
+    fn json_texts_sub_variables_and_joins_on_slashes() {
+        let r = retarget_of(BOUND);
+        // A JSON document held as a string: the bucket and the key as tokens.
+        let mut doc = json!(format!(
+            r#"{{"Parameters":{{"Bucket":"{BOUND}","Key":"abc.zip"}},"Other":"xabc.zip"}}"#
+        ));
+        assert!(r.value(&mut doc));
+        assert_eq!(
+            doc,
+            json!(format!(
+                r#"{{"Parameters":{{"Bucket":"{OURS}","Key":"assets/abc.zip"}},"Other":"xabc.zip"}}"#
+            ))
+        );
+        // An Fn::Sub variable bound to the bucket.
+        let mut sub = json!({"Fn::Sub": ["s3://${B}/abc.zip and ${B}", {"B": BOUND}]});
+        assert!(r.value(&mut sub));
+        assert_eq!(
+            sub,
+            json!({"Fn::Sub": ["s3://${B}/assets/abc.zip and ${B}", {"B": OURS}]})
+        );
+        // A join with a lone slash, and one on "/".
+        let mut lone = json!({"Fn::Join": ["", [BOUND, "/", "*"]]});
+        assert!(r.value(&mut lone));
+        assert_eq!(lone, json!({"Fn::Join": ["", [OURS, "/", "assets/*"]]}));
+        let mut slashes = json!({"Fn::Join": ["/", ["arn:aws:s3::", BOUND, "abc.zip"]]});
+        assert!(r.value(&mut slashes));
+        assert_eq!(
+            slashes,
+            json!({"Fn::Join": ["/", ["arn:aws:s3::", OURS, "assets/abc.zip"]]})
+        );
+        for mut v in [doc, sub, lone, slashes] {
+            assert!(!r.value(&mut v), "a second rewrite changed {v}");
+        }
     }
 
     #[test]
@@ -305,7 +610,9 @@ mod tests {
             "Fn": {"Type": "AWS::Lambda::Function", "Properties": {
                 "Code": {"S3Bucket": "my-own-bucket", "S3Key": "other.zip"}}},
             "J": {"Type": "AWS::SSM::Parameter", "Properties": {
-                "Value": {"Fn::Join": ["", ["my-own-bucket", "/x"]]}}}
+                "Value": {"Fn::Join": ["", ["my-own-bucket", "/x"]]}}},
+            "K": {"Type": "AWS::SSM::Parameter", "Properties": {
+                "Value": "my-own-bucket/abc.zip, xabc.zip, abc.zipx"}}
         }));
         let before = t.clone();
         assert!(r.template(&mut t, "").is_empty());

@@ -4,6 +4,7 @@
 mod assembly;
 mod model;
 mod parse;
+mod placeholders;
 mod reader;
 
 use std::path::{Path as FsPath, PathBuf};
@@ -13,6 +14,9 @@ use indexmap::IndexMap;
 pub use assembly::load_assembly;
 pub use model::{Output, Parameter, Policy, Resource, Template, type_name};
 pub use parse::parse_text;
+pub use placeholders::{
+    check_literal_placeholders, check_stacks_placeholders, literal_placeholders,
+};
 
 use crate::error::{ErrorKind, Result, TemplateError};
 use crate::limits::MAX_TEMPLATE_BYTES;

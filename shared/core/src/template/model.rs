@@ -271,7 +271,7 @@ impl Template {
                     ErrorKind::Structure | ErrorKind::UnresolvedReference
                 ) =>
             {
-                Err(t.ensure_supported().err().unwrap_or(e))
+                Err(t.ensure_no_transform().err().unwrap_or(e))
             }
             Err(e) => Err(e),
         }
@@ -376,9 +376,16 @@ impl Template {
         Ok(())
     }
 
-    /// Fails when the template asks for a transform: stackflow deploys templates as they
-    /// are and runs no macro.
+    /// Fails when the template asks for a transform (stackflow deploys templates as they
+    /// are and runs no macro), or holds a `${AWS::...}` placeholder that nothing would
+    /// substitute ([`super::check_literal_placeholders`]).
     pub fn ensure_supported(&self) -> Result<()> {
+        self.ensure_no_transform()?;
+        super::check_literal_placeholders(self)
+    }
+
+    /// Fails when the template holds a module or asks for a transform.
+    fn ensure_no_transform(&self) -> Result<()> {
         if let Some((id, r)) = self
             .resources
             .iter()

@@ -40,11 +40,12 @@ use std::collections::BTreeSet;
 use aws_sdk_iam::Client;
 use serde_json::{Value, json};
 
+use super::common::id_attributes as attributes;
 use super::common::{call, invalid, missing_as_none, value_string};
 use super::iam::document_value;
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
-use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported, Properties};
+use crate::names::{NameRules, generated_name};
+use crate::provider::{Created, CurrentState, Deleted, Imported, Properties};
 use crate::provider::{Provider, ProviderFuture, ResourceRequest, Updated};
 use crate::retry::RetryPolicy;
 
@@ -436,19 +437,7 @@ impl IamPolicyProvider {
 
 /// The physical id of the policy a create `request` makes: `{stack}-{logicalId}-{hash}`.
 fn made_up_id(request: &ResourceRequest) -> String {
-    physical_name(
-        &request.stack_name,
-        &request.logical_id,
-        &request.token,
-        "",
-        ID_RULES,
-    )
-}
-
-fn attributes(id: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(id));
-    a
+    generated_name(request, ID_RULES)
 }
 
 fn in_context<T>(

@@ -35,11 +35,12 @@ use aws_sdk_lambda::Client;
 use aws_sdk_lambda::error::{ProvideErrorMetadata, SdkError};
 use serde_json::{Map, Value, json};
 
+use super::common::id_attributes as attributes;
 use super::common::{
     SdkResource, call, call_classified, context, invalid, missing_as_none, sdk_provider, string_of,
 };
 use crate::error::{HttpResponse, ProviderError};
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, generated_name};
 use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported};
 use crate::provider::{Properties, ResourceRequest, Updated};
 
@@ -73,12 +74,6 @@ const SID_RULES: NameRules = NameRules {
 sdk_provider! {
     /// The `AWS::Lambda::Permission` provider.
     LambdaPermissionProvider(Client), "AWS::Lambda::Permission", HANDLED
-}
-
-fn attributes(sid: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(sid));
-    a
 }
 
 fn function_of(request: &ResourceRequest) -> Result<String, ProviderError> {
@@ -224,13 +219,7 @@ impl SdkResource for LambdaPermissionProvider {
 
     async fn create(&self, request: &ResourceRequest) -> Result<Created, ProviderError> {
         let function = function_of(request)?;
-        let sid = physical_name(
-            &request.stack_name,
-            &request.logical_id,
-            &request.token,
-            "",
-            SID_RULES,
-        );
+        let sid = generated_name(request, SID_RULES);
         match self.add(&function, &sid, &request.properties).await {
             Ok(()) => {}
             // The id is this create's own: an earlier attempt made the statement.
@@ -372,7 +361,7 @@ mod tests {
             Some("s3.amazonaws.com")
         );
         assert!(statement(&policy, "none").is_none());
-        let sid = physical_name(&"s".repeat(200), "Perm", "t", "", SID_RULES);
+        let sid = crate::names::physical_name(&"s".repeat(200), "Perm", "t", "", SID_RULES);
         assert!(sid.len() <= 100, "{sid}");
     }
 }

@@ -1,5 +1,6 @@
 //! Hand-written SDK providers, one per resource type.
 
+pub mod apigateway_account;
 pub mod cloudwatch_alarm;
 pub(crate) mod common;
 pub mod dynamodb;

@@ -53,6 +53,7 @@ use aws_sdk_secretsmanager::types::{ReplicaRegionType, Tag};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::common::id_attributes as attributes;
 use super::common::{
     SdkResource, Tagging, call, context, insert_tags, int_of, invalid, missing_as_none,
     refuse_taken, sdk_provider, string_of, tag_map, tagging,
@@ -105,12 +106,6 @@ fn request_token(request: &ResourceRequest, what: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn attributes(arn: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(arn));
-    a
 }
 
 fn sm_tags(tags: impl IntoIterator<Item = (String, String)>) -> Vec<Tag> {

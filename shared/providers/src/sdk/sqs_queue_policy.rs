@@ -34,10 +34,11 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 
+use super::common::id_attributes as attributes;
 use super::common::{SdkResource, call, context, invalid, missing_as_none, sdk_provider};
 use super::policy_json::{document_text, in_template_shape, same_document};
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, generated_name};
 use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported};
 use crate::provider::{Properties, ResourceRequest, Updated};
 
@@ -53,12 +54,6 @@ const ID_RULES: NameRules = NameRules {
 sdk_provider! {
     /// The `AWS::SQS::QueuePolicy` provider.
     SqsQueuePolicyProvider(Client), "AWS::SQS::QueuePolicy", HANDLED
-}
-
-fn attributes(id: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(id));
-    a
 }
 
 /// The template's `Queues` (URLs).
@@ -171,13 +166,7 @@ impl SdkResource for SqsQueuePolicyProvider {
         for url in &queues {
             self.set_policy(url, &text).await?;
         }
-        let id = physical_name(
-            &request.stack_name,
-            &request.logical_id,
-            &request.token,
-            "",
-            ID_RULES,
-        );
+        let id = generated_name(request, ID_RULES);
         Ok(Created {
             sensitive: false,
             attributes: attributes(&id),

@@ -32,8 +32,8 @@ pub(crate) mod tags;
 
 pub(crate) use calls::{call, call_classified, find_in_pages, missing_as_none};
 pub(crate) use props::{
-    context, int_of, invalid, keep_name, string_of, string_or_number_of, text, value_string,
-    vanished,
+    context, id_attributes, int_of, invalid, keep_name, string_of, string_or_number_of, text,
+    value_string, vanished,
 };
 pub(crate) use tags::{Tagging, insert_tags, sdk_tags, tag_map, tag_pairs, tagging};
 

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::ProviderError;
-use crate::provider::{Properties, ResourceRequest};
+use crate::provider::{Attributes, Properties, ResourceRequest};
 
 /// A value as a string: strings, numbers and booleans (as CloudFormation accepts them).
 pub(crate) fn text(value: &Value) -> Option<String> {
@@ -57,6 +57,13 @@ pub(crate) fn int_of(
 }
 
 /// An [`ProviderError::InvalidRequest`] about a `type_name` resource.
+/// The `Fn::GetAtt` values of a type whose one attribute is `Id`, the physical id.
+pub(crate) fn id_attributes(id: &str) -> Attributes {
+    let mut a = Attributes::new();
+    a.insert("Id".into(), serde_json::json!(id));
+    a
+}
+
 pub(crate) fn invalid(type_name: &str, what: &str) -> ProviderError {
     ProviderError::InvalidRequest(format!("{type_name}: {what}"))
 }

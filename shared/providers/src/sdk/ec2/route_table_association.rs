@@ -24,6 +24,7 @@ use serde_json::json;
 use super::common::ec2_call;
 use crate::error::ProviderError;
 use crate::provider::{Attributes, Created, CurrentState, Properties, ResourceRequest, Updated};
+use crate::sdk::common::id_attributes as attributes_of;
 use crate::sdk::common::{SdkResource, context, invalid, sdk_provider, string_of};
 
 sdk_provider! {
@@ -31,12 +32,6 @@ sdk_provider! {
     SubnetRouteTableAssociationProvider(Client),
     "AWS::EC2::SubnetRouteTableAssociation",
     &["SubnetId", "RouteTableId"]
-}
-
-fn attributes_of(id: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(id));
-    a
 }
 
 impl SubnetRouteTableAssociationProvider {

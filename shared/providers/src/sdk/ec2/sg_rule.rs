@@ -33,8 +33,9 @@ use super::common::{carries_marks, ec2_call, tag_specification};
 use super::rules::Rule;
 use super::security_group::group_rules;
 use crate::error::ProviderError;
-use crate::provider::{Attributes, Created, CurrentState, Properties, ResourceRequest, Updated};
+use crate::provider::{Created, CurrentState, Properties, ResourceRequest, Updated};
 use crate::retry::RetryPolicy;
+use crate::sdk::common::id_attributes as attributes;
 use crate::sdk::common::{context, invalid, missing_as_none};
 
 /// The properties both directions handle, besides their peer keys.
@@ -80,12 +81,6 @@ fn group_of<'a>(type_name: &str, props: &'a Properties) -> Result<&'a str, Provi
         .get("GroupId")
         .and_then(|v| v.as_str())
         .ok_or_else(|| invalid(type_name, "GroupId is required"))
-}
-
-fn attributes(id: &str) -> Attributes {
-    let mut a = Attributes::new();
-    a.insert("Id".into(), json!(id));
-    a
 }
 
 /// Creates the rule `request` describes (a direction's: `egress`), or adopts the one an

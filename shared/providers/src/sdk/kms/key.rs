@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 
 use super::describe;
 use crate::error::ProviderError;
-use crate::names::{NameRules, physical_name};
+use crate::names::{NameRules, generated_name};
 use crate::provider::{Attributes, Created, CurrentState, Deleted};
 use crate::provider::{Properties, ResourceRequest, Updated};
 use crate::sdk::common::{
@@ -130,13 +130,7 @@ fn default_policy(arn: &str) -> String {
 
 /// The mark of the create `request`.
 fn mark_of(request: &ResourceRequest) -> String {
-    physical_name(
-        &request.stack_name,
-        &request.logical_id,
-        &request.token,
-        "",
-        MARK_RULES,
-    )
+    generated_name(request, MARK_RULES)
 }
 
 fn kms_tags(tags: impl IntoIterator<Item = (String, String)>) -> Result<Vec<Tag>, ProviderError> {
