@@ -173,13 +173,27 @@ async fn replay_delete<S: EventStore + 'static>(
         Ok(provider) => {
             let mut request = step.request(p.properties.clone().unwrap_or_default());
             request.physical_id = Some(physical.clone());
-            Deleted::unless_missing(provider.delete(&request).await).map_err(|e| e.to_string())
+            Deleted::or_gone(provider.delete(&request).await).map_err(|e| e.to_string())
         }
     };
     match outcome {
-        Ok(_) => {
+        Ok(Deleted::Done) => {
             step.deleted(Phase::Reconciled, physical, replaced).await?;
             Ok(Ok("the interrupted delete is done".into()))
+        }
+        // Still there: it stays recorded, and the next run that deletes it tries again.
+        Ok(Deleted::Skipped { reason }) => {
+            step.skipped(Phase::Skipped, &reason).await?;
+            Ok(Err(format!(
+                "the interrupted delete was left undone ({reason}); {physical} stays recorded"
+            )))
+        }
+        Ok(Deleted::Abandoned { reason }) => {
+            step.retained(physical, reason.clone(), replaced).await?;
+            Ok(Ok(format!(
+                "the interrupted delete cannot be finished ({reason}); the resource leaves \
+                 the stack as if retained"
+            )))
         }
         Err(m) => Ok(Err(format!(
             "the interrupted delete could not be finished: {m}"

@@ -12,7 +12,7 @@ use stackflow_core::template::Policy;
 use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
 use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent, StackState};
 use stackflow_events::{EventStore, Precondition};
-use stackflow_providers::ProviderError;
+use stackflow_providers::{Deleted, ProviderError};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
@@ -278,7 +278,14 @@ impl<S: EventStore + 'static> Rollback<S> {
                 let mut request = step.request(undo.current.unwrap_or_default());
                 request.physical_id = Some(undo.physical_id);
                 match provider.delete(&request).await {
-                    Ok(_) => Ok("deleted"),
+                    Ok(Deleted::Done) => Ok("deleted"),
+                    // Nothing can delete it any more: it leaves the stack, as retained.
+                    Ok(Deleted::Abandoned { .. }) => Ok("abandoned"),
+                    // Still there: the entry is not undone, the resource stays recorded.
+                    Ok(Deleted::Skipped { reason }) => Err(plain.info(
+                        "DeleteSkipped",
+                        &format!("the delete was skipped: {reason}"),
+                    )),
                     Err(ProviderError::NotFound(_)) => Ok("already-gone"),
                     Err(e) => Err(plain.error(&e)),
                 }

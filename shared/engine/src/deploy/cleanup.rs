@@ -200,7 +200,7 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
         Ok(provider) => {
             let mut request = step.request(resource.properties.clone());
             request.physical_id = Some(resource.physical_id.clone());
-            Deleted::unless_missing(provider.delete(&request).await).map_err(|e| masker.error(&e))
+            Deleted::or_gone(provider.delete(&request).await).map_err(|e| masker.error(&e))
         }
     };
     match outcome {

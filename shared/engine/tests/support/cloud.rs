@@ -127,6 +127,8 @@ struct CloudInner {
     /// Set by [`FakeCloud::forget_tokens`]: a create of a topic name that exists is
     /// refused whatever stack made it.
     by_name: bool,
+    /// Logical ids whose deletes leave the resource in place, and what they answer.
+    kept_on_delete: HashMap<String, Deleted>,
     next: u64,
 }
 
@@ -385,6 +387,15 @@ impl FakeCloud {
         gate
     }
 
+    /// Every delete of `logical_id` from now on leaves the resource in place and answers
+    /// `answer` ([`Deleted::Skipped`]: a custom resource whose handler answered `FAILED`
+    /// on Delete; [`Deleted::Abandoned`]: one whose handler is gone).
+    pub fn keep_on_delete(&self, logical_id: &str, answer: Deleted) {
+        self.lock()
+            .kept_on_delete
+            .insert(logical_id.to_string(), answer);
+    }
+
     /// An update of `logical_id` that changes `property` is refused as not updatable in
     /// place (the engine must replace the resource).
     pub fn not_updatable(&self, logical_id: &str, property: &str) {
@@ -564,6 +575,11 @@ impl FakeCloud {
 
     fn do_delete(&self, request: &ResourceRequest) -> Result<Deleted, ProviderError> {
         let physical_id = request.require_physical_id()?.to_string();
+        let kept = self.lock().kept_on_delete.get(&request.logical_id).cloned();
+        if let Some(answer) = kept {
+            self.record(Op::Delete, request, Some(physical_id), CallResult::Ok);
+            return Ok(answer);
+        }
         self.lock().world.remove(&physical_id);
         self.record(Op::Delete, request, Some(physical_id), CallResult::Ok);
         // Gone before the call or gone now: done, as the contract says.
