@@ -283,8 +283,9 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         // A failure during cleanup cannot be undone (a replaced resource's old copy may
         // be gone already): the deploy is done, and what is left to delete stays in the
         // state for the next deploy or destroy to finish.
-        report.outputs = d.finish().await?;
-        report.status = StackStatus::Partial;
+        if finish_or_fail(&d, &mut report).await? {
+            report.status = StackStatus::Partial;
+        }
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -357,6 +358,43 @@ async fn run_phases<S: EventStore + 'static>(
     cleaned
 }
 
+/// Finishes the deploy (true), or fails it when its outputs cannot be resolved (an
+/// `Fn::GetAtt` of an attribute the provider did not return), as CloudFormation fails such
+/// a stack: the failure recorded, what the deploy did rolled back unless told not to, the
+/// lock released (false; the report says failed). A store error is the caller's.
+async fn finish_or_fail<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    report: &mut StackReport,
+) -> Result<bool, EngineError> {
+    let e = match d.outputs() {
+        Err(EngineError::Template(e)) => e,
+        Err(other) => return Err(other),
+        Ok(_) => {
+            report.outputs = d.finish().await?;
+            return Ok(true);
+        }
+    };
+    let output = e
+        .path
+        .split(".Value")
+        .next()
+        .and_then(|p| p.split(".Export").next())
+        .unwrap_or(&e.path)
+        .to_string();
+    let failure = Failure {
+        logical_id: output,
+        resource_type: "output".into(),
+        action: "resolve".into(),
+        error: d.plain().info("InvalidTemplate", &e.to_string()),
+    };
+    report.failures.push(failure.clone());
+    report.rollback = d
+        .fail(Some(&failure), "failed", !d.options.no_rollback)
+        .await?;
+    report.status = StackStatus::Failed;
+    Ok(false)
+}
+
 /// The end of a deploy: finished when nothing failed, else failed (and rolled back
 /// unless told not to; a deploy the user stopped is not rolled back: what it did stays
 /// recorded, for `stackflow rollback` or the next deploy).
@@ -366,12 +404,13 @@ async fn conclude<S: EventStore + 'static>(
     stopped_by_user: bool,
 ) -> Result<(), EngineError> {
     if report.failures.is_empty() && !stopped_by_user {
-        report.outputs = d.finish().await?;
-        report.status = if report.skipped.is_empty() {
-            StackStatus::Succeeded
-        } else {
-            StackStatus::Partial
-        };
+        if finish_or_fail(d, report).await? {
+            report.status = if report.skipped.is_empty() {
+                StackStatus::Succeeded
+            } else {
+                StackStatus::Partial
+            };
+        }
         return Ok(());
     }
     let first = report.failures.first().cloned();

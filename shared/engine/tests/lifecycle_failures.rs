@@ -479,3 +479,60 @@ async fn a_crash_between_completed_and_released_leaves_no_lock() {
     assert_eq!(rig.cloud.calls().len(), calls, "no provider call");
     assert_settled(&rig, "app", &[]).await;
 }
+
+/// A deploy whose output cannot be resolved (an attribute the provider did not return, as
+/// an instance's `PublicDnsName` without a public address) fails cleanly: recorded, rolled
+/// back, the lock released; it does not stop with the stack in progress and locked.
+#[tokio::test]
+async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_lock() {
+    let rig = Rig::new();
+    deploy_ok(&rig, &base()).await;
+    let before = rig.state("app").await;
+    let v2 = input(
+        "app",
+        json!({
+            "Resources": { "A": queue("a", 30), "B": topic("b"), "C": topic("c") },
+            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "PublicDnsName"] } } }
+        }),
+    );
+    let report = deploy_stack(rig.engine.clone(), v2, options())
+        .await
+        .expect("the deploy runs to its end");
+    assert_eq!(report.status, StackStatus::Failed, "{report:#?}");
+    assert_eq!(report.failures.len(), 1, "{report:#?}");
+    assert_eq!(report.failures[0].logical_id, "Outputs.Dns");
+    assert!(
+        report.failures[0].error.message.contains("PublicDnsName"),
+        "{report:#?}"
+    );
+    assert!(report.rollback.as_ref().is_some_and(|r| r.complete()));
+    // Recorded as failed and rolled back, C undone, the lock free.
+    let state = assert_settled(&rig, "app", &[]).await;
+    assert_eq!(
+        state.last_deploy.as_ref().map(|d| d.status),
+        Some(DeployStatus::RolledBack)
+    );
+    assert_eq!(resource_ids(&state), resource_ids(&before));
+
+    // With --no-rollback, C stays for a later rollback; the lock is free all the same.
+    let mut keep = options();
+    keep.no_rollback = true;
+    let v2 = input(
+        "app",
+        json!({
+            "Resources": { "A": queue("a", 30), "B": topic("b"), "C": topic("c") },
+            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "PublicDnsName"] } } }
+        }),
+    );
+    let report = deploy_stack(rig.engine.clone(), v2, keep)
+        .await
+        .expect("the deploy runs to its end");
+    assert_eq!(report.status, StackStatus::Failed, "{report:#?}");
+    assert!(report.rollback.is_none());
+    let state = assert_settled(&rig, "app", &[]).await;
+    assert!(state.resources.contains_key("C"));
+    assert_eq!(
+        state.last_deploy.as_ref().map(|d| d.status),
+        Some(DeployStatus::Failed)
+    );
+}

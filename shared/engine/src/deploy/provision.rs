@@ -162,7 +162,7 @@ impl<S: EventStore + 'static> Deployment<S> {
     }
 
     /// The masker of messages before a call resolved anything.
-    fn plain(&self) -> Masker<'_> {
+    pub(crate) fn plain(&self) -> Masker<'_> {
         Masker {
             resolution: None,
             secrets: &self.secrets,
