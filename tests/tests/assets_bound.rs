@@ -181,6 +181,44 @@ async fn uploaded(s3: &aws_sdk_s3::Client, key: &str) -> Vec<u8> {
         .to_vec()
 }
 
+/// The layer `version` holds the zip uploaded to stackflow's bucket.
+async fn layer_holds_the_upload(
+    lambda: &aws_sdk_lambda::Client,
+    s3: &aws_sdk_s3::Client,
+    version: &str,
+    n: &Names,
+) {
+    let zip = uploaded(s3, &n.layer_key).await;
+    let layer = lambda
+        .get_layer_version_by_arn()
+        .arn(version)
+        .send()
+        .await
+        .expect("the layer version");
+    let content = layer.content().expect("content");
+    let sha = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&zip));
+    assert_eq!(content.code_sha256(), Some(sha.as_str()));
+    assert_eq!(content.code_size(), zip.len() as i64);
+}
+
+/// The state machine's definition is the object uploaded to stackflow's bucket.
+async fn machine_holds_the_upload(sfn: &aws_sdk_sfn::Client, s3: &aws_sdk_s3::Client, n: &Names) {
+    let definition = uploaded(s3, &n.definition_key).await;
+    assert_eq!(String::from_utf8_lossy(&definition), n.definition);
+    let machine = sfn
+        .describe_state_machine()
+        .state_machine_arn(format!(
+            "arn:aws:states:{REGION}:{ACCOUNT_ID}:stateMachine:bound-machine-{}",
+            n.suffix
+        ))
+        .send()
+        .await
+        .expect("the state machine");
+    let got: Value = serde_json::from_str(machine.definition()).expect("ASL");
+    let want: Value = serde_json::from_str(&n.definition).expect("ASL");
+    assert_eq!(got, want);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_account_bound_apps_asset_locations_name_the_bucket_the_objects_went_to() {
     let emulator = Emulator::shared().await;
@@ -208,37 +246,10 @@ async fn an_account_bound_apps_asset_locations_name_the_bucket_the_objects_went_
     // Nothing could have come from the CDK bucket: it does not exist here.
     assert!(s3.head_bucket().bucket(cdk_bucket()).send().await.is_err());
 
-    // The layer holds the zip uploaded to stackflow's bucket.
-    let zip = uploaded(&s3, &n.layer_key).await;
     let lambda = aws_sdk_lambda::Client::new(&config);
     let version = outputs["LayerVersion"].as_str().expect("the layer's ARN");
-    let layer = lambda
-        .get_layer_version_by_arn()
-        .arn(version)
-        .send()
-        .await
-        .expect("the layer version");
-    let content = layer.content().expect("content");
-    let sha = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&zip));
-    assert_eq!(content.code_sha256(), Some(sha.as_str()));
-    assert_eq!(content.code_size(), zip.len() as i64);
-
-    // The state machine's definition is the object uploaded to stackflow's bucket.
-    let definition = uploaded(&s3, &n.definition_key).await;
-    assert_eq!(String::from_utf8_lossy(&definition), n.definition);
-    let sfn = aws_sdk_sfn::Client::new(&config);
-    let machine = sfn
-        .describe_state_machine()
-        .state_machine_arn(format!(
-            "arn:aws:states:{REGION}:{ACCOUNT_ID}:stateMachine:bound-machine-{}",
-            n.suffix
-        ))
-        .send()
-        .await
-        .expect("the state machine");
-    let got: Value = serde_json::from_str(machine.definition()).expect("ASL");
-    let want: Value = serde_json::from_str(&n.definition).expect("ASL");
-    assert_eq!(got, want);
+    layer_holds_the_upload(&lambda, &s3, version, &n).await;
+    machine_holds_the_upload(&aws_sdk_sfn::Client::new(&config), &s3, &n).await;
 
     // The grant names stackflow's bucket, objects under assets/ only.
     let iam = aws_sdk_iam::Client::new(&config);
