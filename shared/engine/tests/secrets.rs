@@ -395,3 +395,43 @@ async fn a_secret_passed_to_a_nested_stack_is_a_secret_in_the_child() {
     texts.extend(written(&rig, "shop-Net").await);
     assert_never_written(&texts, &[PW]);
 }
+
+/// A deploy that fails at its end, because an output cannot be resolved, records the
+/// failure with the `NoEcho` value the error quotes masked: not in the events, the state,
+/// the report or the log lines.
+#[tokio::test]
+async fn an_output_that_fails_with_a_secret_in_its_error_records_it_masked() {
+    const NO_ECHO: &str = "noecho-output-plaintext-R4t";
+    let rig = Rig::new();
+    // The index is known only after C exists, so the plan passes; at the end it is the
+    // secret followed by C's name, which Fn::Select quotes when it refuses it.
+    let index = json!({"Fn::Join": ["", [{"Ref": "Pw"}, {"Fn::GetAtt": ["C", "Name"]}]]});
+    let v1 = support::input_with(
+        "app",
+        json!({
+            "Parameters": { "Pw": { "Type": "String", "NoEcho": true } },
+            "Resources": { "C": param("/c", json!("plain")) },
+            "Outputs": { "Picked": { "Value": {"Fn::Select": [index, ["a"]]} } }
+        }),
+        &[("Pw", NO_ECHO)],
+    );
+    let report = deploy(&rig, &v1).await;
+    assert_eq!(report.status, StackStatus::Failed, "{report:#?}");
+    let message = &report.failures[0].error.message;
+    assert!(
+        message.contains("whole number"),
+        "the error quotes the index: {message}"
+    );
+    let mut written: Vec<String> = rig
+        .events("app")
+        .await
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect();
+    written.push(serde_json::to_string(&rig.state("app").await).unwrap());
+    written.push(serde_json::to_string(&report).unwrap());
+    written.extend(rig.lines.all());
+    for text in &written {
+        assert!(!text.contains(NO_ECHO), "{NO_ECHO} written in: {text}");
+    }
+}
