@@ -35,12 +35,40 @@ fn two_topics() -> serde_json::Value {
     json!({"Resources": {"A": topic("a"), "B": topic("b")}})
 }
 
-#[tokio::test]
-async fn a_skipped_delete_in_a_destroy_keeps_the_resource_recorded_and_the_run_partial() {
+/// A rig with `two_topics` deployed, and B's physical id; B's deletes answer `answer`.
+async fn deployed_keeping_b(answer: Deleted) -> (Rig, String) {
     let rig = Rig::new();
     deploy_ok(&rig, &input("app", two_topics())).await;
     let b = rig.state("app").await.resources["B"].physical_id.clone();
-    rig.cloud.keep_on_delete("B", skipped());
+    rig.cloud.keep_on_delete("B", answer);
+    (rig, b)
+}
+
+/// A deploy over A that creates C and then fails at D, so its rollback deletes C; C's
+/// deletes answer `answer`.
+async fn rollback_deleting_c(answer: Deleted) -> (Rig, stackflow_engine::StackReport) {
+    let rig = Rig::new();
+    deploy_ok(&rig, &input("app", json!({"Resources": {"A": topic("a")}}))).await;
+    let v2 = input(
+        "app",
+        json!({"Resources": {
+            "A": topic("a"),
+            "C": topic("c"),
+            "D": {"Type": "AWS::SNS::Topic", "DependsOn": ["C"],
+                  "Properties": {"TopicName": "d"}}
+        }}),
+    );
+    rig.cloud.fail_once(Op::Create, "D");
+    rig.cloud.keep_on_delete("C", answer);
+    let report = deploy_stack(rig.engine.clone(), v2, options())
+        .await
+        .expect("the deploy runs");
+    (rig, report)
+}
+
+#[tokio::test]
+async fn a_skipped_delete_in_a_destroy_keeps_the_resource_recorded_and_the_run_partial() {
+    let (rig, b) = deployed_keeping_b(skipped()).await;
 
     let report = destroy_stack(rig.engine.clone(), "app", options())
         .await
@@ -69,10 +97,7 @@ async fn a_skipped_delete_in_a_destroy_keeps_the_resource_recorded_and_the_run_p
 
 #[tokio::test]
 async fn an_abandoned_delete_in_a_destroy_leaves_the_stack_as_retained() {
-    let rig = Rig::new();
-    deploy_ok(&rig, &input("app", two_topics())).await;
-    let b = rig.state("app").await.resources["B"].physical_id.clone();
-    rig.cloud.keep_on_delete("B", abandoned());
+    let (rig, b) = deployed_keeping_b(abandoned()).await;
 
     let report = destroy_stack(rig.engine.clone(), "app", options())
         .await
@@ -97,10 +122,7 @@ async fn an_abandoned_delete_in_a_destroy_leaves_the_stack_as_retained() {
 
 #[tokio::test]
 async fn a_skipped_delete_of_a_removed_resource_keeps_it_recorded() {
-    let rig = Rig::new();
-    deploy_ok(&rig, &input("app", two_topics())).await;
-    let b = rig.state("app").await.resources["B"].physical_id.clone();
-    rig.cloud.keep_on_delete("B", skipped());
+    let (rig, b) = deployed_keeping_b(skipped()).await;
 
     let v2 = input("app", json!({"Resources": {"A": topic("a")}}));
     let report = deploy(&rig, &v2).await;
@@ -114,23 +136,7 @@ async fn a_skipped_delete_of_a_removed_resource_keeps_it_recorded() {
 
 #[tokio::test]
 async fn a_rollback_whose_delete_is_skipped_keeps_the_created_resource_recorded() {
-    let rig = Rig::new();
-    deploy_ok(&rig, &input("app", json!({"Resources": {"A": topic("a")}}))).await;
-    // v2 creates C, then D fails: the rollback deletes C, and C's delete is skipped.
-    let v2 = input(
-        "app",
-        json!({"Resources": {
-            "A": topic("a"),
-            "C": topic("c"),
-            "D": {"Type": "AWS::SNS::Topic", "DependsOn": ["C"],
-                  "Properties": {"TopicName": "d"}}
-        }}),
-    );
-    rig.cloud.fail_once(Op::Create, "D");
-    rig.cloud.keep_on_delete("C", skipped());
-    let report = deploy_stack(rig.engine.clone(), v2, options())
-        .await
-        .expect("the deploy runs");
+    let (rig, report) = rollback_deleting_c(skipped()).await;
     assert_eq!(report.status, StackStatus::Failed, "{report:#?}");
     let rollback = report.rollback.as_ref().expect("a rollback ran");
     assert!(!rollback.complete(), "{rollback:#?}");
@@ -151,22 +157,7 @@ async fn a_rollback_whose_delete_is_skipped_keeps_the_created_resource_recorded(
 
 #[tokio::test]
 async fn a_rollback_whose_delete_is_abandoned_lets_the_resource_go_as_retained() {
-    let rig = Rig::new();
-    deploy_ok(&rig, &input("app", json!({"Resources": {"A": topic("a")}}))).await;
-    let v2 = input(
-        "app",
-        json!({"Resources": {
-            "A": topic("a"),
-            "C": topic("c"),
-            "D": {"Type": "AWS::SNS::Topic", "DependsOn": ["C"],
-                  "Properties": {"TopicName": "d"}}
-        }}),
-    );
-    rig.cloud.fail_once(Op::Create, "D");
-    rig.cloud.keep_on_delete("C", abandoned());
-    let report = deploy_stack(rig.engine.clone(), v2, options())
-        .await
-        .expect("the deploy runs");
+    let (rig, report) = rollback_deleting_c(abandoned()).await;
     let rollback = report.rollback.as_ref().expect("a rollback ran");
     assert!(rollback.complete(), "{rollback:#?}");
     assert!(
@@ -184,10 +175,7 @@ async fn a_rollback_whose_delete_is_abandoned_lets_the_resource_go_as_retained()
 /// B's delete: answered skipped, B stays recorded and the run does not end as done.
 #[tokio::test]
 async fn a_replayed_delete_that_is_skipped_keeps_the_resource_recorded() {
-    let rig = Rig::new();
-    deploy_ok(&rig, &input("app", two_topics())).await;
-    let b = rig.state("app").await.resources["B"].physical_id.clone();
-    rig.cloud.keep_on_delete("B", skipped());
+    let (rig, b) = deployed_keeping_b(skipped()).await;
     let _slow = rig.cloud.slow_once(Op::Delete, "B");
     let run = "x-execution-1";
     let destroy = || destroy_stack_as(rig.engine.clone(), "app", options(), run);
