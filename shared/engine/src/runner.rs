@@ -369,8 +369,8 @@ async fn finish_or_fail<S: EventStore + 'static>(
     let e = match d.outputs() {
         Err(EngineError::Template(e)) => e,
         Err(other) => return Err(other),
-        Ok(_) => {
-            report.outputs = d.finish().await?;
+        Ok(resolved) => {
+            report.outputs = d.finish_with(resolved).await?;
             return Ok(true);
         }
     };

@@ -73,8 +73,16 @@ impl<S: EventStore + 'static> Deployment<S> {
 
     /// **Finish** handler: resolves and records outputs and exports, releases the lock.
     pub async fn finish(&self) -> Result<IndexMap<String, Value>, EngineError> {
+        let resolved = self.outputs()?;
+        self.finish_with(resolved).await
+    }
+
+    /// [`Deployment::finish`] with the outputs and exports [`Deployment::outputs`] gave.
+    pub(crate) async fn finish_with(
+        &self,
+        (outputs, exports): Resolved,
+    ) -> Result<IndexMap<String, Value>, EngineError> {
         self.observations.settle().await;
-        let (outputs, exports) = self.outputs()?;
         self.recorder
             .append(
                 run_key(&self.deploy_id, RunEvent::Completed),
