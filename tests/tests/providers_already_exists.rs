@@ -3,7 +3,8 @@
 //! out of band with the plain SDK client first (someone else's), then `create` with the
 //! same name fails with `AlreadyExists` and a message that says what to do, the resource is
 //! untouched (its value, attributes and tags as its owner left them), and `import` of the
-//! same request finds it (what the engine does when it replays its own interrupted create).
+//! same request finds it, without proof that the create made it (`made_by` is false: an
+//! engine replaying its own interrupted create would refuse it, not adopt it).
 //!
 //! SNS `CreateTopic`, SQS `CreateQueue` (same attributes) and S3 `CreateBucket`
 //! (us-east-1) answer the existing resource, on AWS and on fakecloud alike: the templates
@@ -71,11 +72,29 @@ async fn refused_then_found(
     noun: &str,
     id: &str,
 ) {
+    refused_then_found_as(provider, req, what, noun, id, false).await
+}
+
+/// [`refused_then_found`], where `proven` says whether the resource carries the proof
+/// that the create `req` made it (`made_by`): someone else's never does, and found is not
+/// proven (a replay of the create would refuse it, not adopt it).
+async fn refused_then_found_as(
+    provider: &dyn Provider,
+    req: &ResourceRequest,
+    what: &str,
+    noun: &str,
+    id: &str,
+    proven: bool,
+) {
     refused(provider, req, what, noun).await;
     match provider.import(req).await.expect("import") {
         Imported::Found { physical_id, .. } => assert_eq!(physical_id, id, "{what}"),
         other => panic!("{what}: import must find it, got {other:?}"),
     }
+    let mut found = req.clone();
+    found.physical_id = Some(id.to_string());
+    let made_by = provider.made_by(&found).await.expect("made_by");
+    assert_eq!(made_by, proven, "{what}: made_by");
 }
 
 /// A named create of a free name succeeds; its replay (the same request) is refused, and
@@ -87,7 +106,9 @@ async fn fresh_name_made_then_replay_found(
     noun: &str,
 ) {
     let made = provider.create(&req).await.expect("a free name is made");
-    refused_then_found(provider, &req, what, noun, &made.physical_id).await;
+    // SNS and SQS tag what they make with the create's mark: their own is proven.
+    let marks = ["sdk:AWS::SNS::Topic", "sdk:AWS::SQS::Queue"].contains(&provider.name());
+    refused_then_found_as(provider, &req, what, noun, &made.physical_id, marks).await;
     req.physical_id = Some(made.physical_id);
     assert_eq!(provider.delete(&req).await.expect("delete"), Deleted::Done);
 }

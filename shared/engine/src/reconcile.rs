@@ -273,12 +273,13 @@ fn too_old_to_replay(p: &PendingIntent, now: std::time::SystemTime) -> Option<St
     })
 }
 
-/// The create of `request` when this stack's own intent shows it was made before (an
+/// The create of `request` when this stack's own intent shows it was tried before (an
 /// interrupted or retried create): the provider answers with what that call made, or
-/// makes it now; a named resource that exists is adopted only through the provider's
-/// import of the same name, and then brought to `request`'s properties
-/// ([`adopt_own`]). Only ever called for such a replay: a fresh create that finds its
-/// name taken fails (stackflow never takes over what it did not make).
+/// makes it now. The intent does not show that the call reached AWS, so a named resource
+/// that exists is adopted only on proof that this create made it
+/// ([`Provider::made_by`]: the mark the create left), and then brought to `request`'s
+/// properties ([`adopt_own`]). Anything else under the name is someone else's: refused,
+/// untouched and unrecorded ([`not_proven`]).
 pub(crate) async fn create_or_adopt_own(
     provider: &dyn Provider,
     request: &ResourceRequest,
@@ -286,12 +287,34 @@ pub(crate) async fn create_or_adopt_own(
     match provider.create(request).await {
         Err(ProviderError::AlreadyExists(m)) => match provider.import(request).await {
             Ok(Imported::Found { physical_id, .. }) => {
-                adopt_own(provider, request, physical_id).await
+                let mut found = request.clone();
+                found.physical_id = Some(physical_id.clone());
+                match provider.made_by(&found).await {
+                    Ok(true) => adopt_own(provider, request, physical_id).await,
+                    Ok(false) => Err(not_proven(request, &physical_id)),
+                    Err(e) => Err(e.context(format_args!(
+                        "{physical_id} exists, and whether this stack made it could not be                          read; not adopted"
+                    ))),
+                }
             }
             _ => Err(ProviderError::AlreadyExists(m)),
         },
         other => other,
     }
+}
+
+/// The refusal of a replayed create that found `physical_id` under its name without proof
+/// that it made it.
+fn not_proven(request: &ResourceRequest, physical_id: &str) -> ProviderError {
+    ProviderError::AlreadyExists(format!(
+        "{physical_id} exists, not made by this stack: an earlier run was interrupted before \
+         this create's outcome was recorded, but nothing on the resource shows that the \
+         create made it (it may be someone else's), so it is not adopted, changed or ever \
+         deleted. If it is this stack's, adopt it with `stackflow import --stack {stack} \
+         --resource {id}={physical_id}`; else give {id} another name",
+        stack = request.stack_name,
+        id = request.logical_id
+    ))
 }
 
 /// Adopts `physical_id`, a resource this stack made (its own intent or records say so),

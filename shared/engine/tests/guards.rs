@@ -157,16 +157,7 @@ async fn an_own_resource_adopted_by_name_gets_the_templates_properties() {
         } }),
     );
     // The create happens; every append after it fails (the process is as good as dead).
-    let gate = rig.cloud.block_once(Op::Create, "Orders");
-    let run = tokio::spawn(deploy_stack(rig.engine.clone(), v1.clone(), options()));
-    gate.entered().await;
-    rig.store.fail_after(0);
-    gate.release();
-    let crashed = run.await.expect("the deploy task");
-    assert!(crashed.is_err(), "{crashed:?}");
-    rig.store.heal();
-    rig.holders_gone
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    killed_at_create(&rig, &v1, "Orders").await;
     let (physical_id, _) = rig.cloud.only("app", "Orders");
     // Made with other properties than the template's, and no token can replay it.
     rig.cloud
@@ -188,4 +179,77 @@ async fn an_own_resource_adopted_by_name_gets_the_templates_properties() {
     assert_eq!(updates.len(), 1, "{:?}", rig.cloud.call_log());
     let state = rig.state("app").await;
     assert_eq!(state.resources["Orders"].physical_id, physical_id);
+}
+
+/// A create whose run was killed after its intent, replayed by the next run, that finds its
+/// name taken by someone else's resource (the intent does not show the call reached AWS):
+/// "already exists" is no proof, so nothing is adopted, changed or recorded, and a destroy
+/// leaves it alone.
+#[tokio::test]
+async fn a_replayed_create_never_adopts_what_it_cannot_prove_it_made() {
+    let rig = Rig::new();
+    let theirs = rig.cloud.someone_elses_topic("orders");
+    let v1 = input(
+        "app",
+        json!({ "Resources": {
+            "Orders": {
+                "Type": "AWS::SNS::Topic",
+                "Properties": { "TopicName": "orders", "DisplayName": "Ours" }
+            }
+        } }),
+    );
+    // The intent is written; the create is refused (the name is theirs), and the run dies
+    // before it can record that.
+    killed_at_create(&rig, &v1, "Orders").await;
+    assert_eq!(
+        rig.state("app").await.pending.len(),
+        1,
+        "the intent is left"
+    );
+
+    let report = support::deploy(&rig, &v1).await;
+    assert_eq!(report.status, StackStatus::Failed);
+    let state = rig.state("app").await;
+    assert!(state.resources.is_empty(), "nothing adopted: {state:?}");
+    assert!(state.pending.is_empty(), "the replay is settled: {state:?}");
+    let world = rig.cloud.world();
+    assert_eq!(
+        Value::Object(world[&theirs].properties.clone()),
+        json!({ "TopicName": "orders" }),
+        "their topic is untouched"
+    );
+    let touched: Vec<_> = rig
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op != Op::Create && c.physical_id.as_deref() == Some(theirs.as_str()))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    let events = serde_json::to_string(&rig.events("app").await).unwrap();
+    assert!(events.contains("not made by this stack"), "{events}");
+
+    stackflow_engine::destroy_stack(rig.engine.clone(), "app", options())
+        .await
+        .expect("destroy");
+    assert!(rig.cloud.world().contains_key(&theirs), "never deleted");
+}
+
+/// A deploy of `input` whose process dies at the create of `logical_id`: its intent is
+/// written, the call is made, and every append after it fails; then the store heals and
+/// the dead run's lock counts as stale.
+async fn killed_at_create(
+    rig: &Rig,
+    input: &stackflow_engine::stack::StackInput,
+    logical_id: &str,
+) {
+    let gate = rig.cloud.block_once(Op::Create, logical_id);
+    let run = tokio::spawn(deploy_stack(rig.engine.clone(), input.clone(), options()));
+    gate.entered().await;
+    rig.store.fail_after(0);
+    gate.release();
+    let crashed = run.await.expect("the deploy task");
+    assert!(crashed.is_err(), "{crashed:?}");
+    rig.store.heal();
+    rig.holders_gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
 }

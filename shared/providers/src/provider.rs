@@ -230,6 +230,16 @@ pub trait Provider: Send + Sync {
         Box::pin(async { Ok(Imported::Unsupported) })
     }
 
+    /// Whether the existing resource `request.physical_id` carries the proof that the
+    /// create `request` (its token) made it: the mark that create left
+    /// ([`crate::sdk::marks`]), or an attribute only it could have set. A replayed
+    /// create that finds its name taken adopts the resource only on this proof; "already
+    /// exists" proves nothing. `false` (no proof) unless the provider can tell.
+    fn made_by<'a>(&'a self, request: &'a ResourceRequest) -> ProviderFuture<'a, bool> {
+        let _ = request;
+        Box::pin(async { Ok(false) })
+    }
+
     /// Reads what AWS holds now for `request.physical_id`, in the template's shape.
     fn read_current_state<'a>(
         &'a self,

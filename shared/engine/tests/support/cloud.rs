@@ -25,6 +25,9 @@ pub struct Thing {
     pub resource_type: String,
     /// Its properties now.
     pub properties: Properties,
+    /// The token of the create that made it (the mark it carries, as an SDK provider's
+    /// `stackflow:token` tag); empty for what someone else made.
+    pub token: String,
 }
 
 /// How a call ended.
@@ -186,6 +189,7 @@ impl FakeCloud {
                 logical_id: physical_id.into(),
                 resource_type: resource_type.into(),
                 properties,
+                token: String::new(),
             },
         );
         physical_id.to_string()
@@ -203,6 +207,7 @@ impl FakeCloud {
                 logical_id: "Theirs".into(),
                 resource_type: "AWS::SNS::Topic".into(),
                 properties,
+                token: String::new(),
             },
         );
         physical_id
@@ -511,6 +516,7 @@ impl FakeCloud {
                 logical_id: request.logical_id.clone(),
                 resource_type: request.resource_type.clone(),
                 properties: request.properties.clone(),
+                token: request.token.clone(),
             },
         );
         if !request.token.is_empty() {
@@ -694,6 +700,21 @@ impl Provider for FakeCloud {
                 },
                 None => Imported::NotDeployedYet,
             })
+        })
+    }
+
+    /// Proof is the mark of the create that made the resource: its token.
+    fn made_by<'a>(
+        &'a self,
+        request: &'a ResourceRequest,
+    ) -> BoxFuture<'a, Result<bool, ProviderError>> {
+        Box::pin(async move {
+            let inner = self.lock();
+            let thing = request
+                .physical_id
+                .as_ref()
+                .and_then(|id| inner.world.get(id));
+            Ok(thing.is_some_and(|t| !t.token.is_empty() && t.token == request.token))
         })
     }
 

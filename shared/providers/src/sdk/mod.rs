@@ -27,5 +27,6 @@ pub mod sqs_queue_policy;
 pub mod ssm;
 pub mod stepfunctions;
 
+pub use common::marks;
 pub use sqs::SqsQueueProvider;
 pub use ssm::SsmParameterProvider;

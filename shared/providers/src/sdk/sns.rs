@@ -9,7 +9,10 @@
 //! That idempotency would also hand a create someone else's topic: a name the template
 //! gives is looked up (`SnsTopicProvider::named`) once before `CreateTopic`, and a taken
 //! one is [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see
-//! `refuse_taken`).
+//! `refuse_taken`). A topic made by someone else between that check and the call is
+//! answered as if `CreateTopic` had made it: the create tags the topic with its mark
+//! ([`crate::sdk::marks`]) and reads the tags back, and a topic without the mark is
+//! refused the same way, untouched (an existing topic keeps its tags).
 //!
 //! `TopicName` and `FifoTopic` cannot change in place ([`ProviderError::NotUpdatable`]);
 //! the other attributes are set with `SetTopicAttributes`, and a property the template drops
@@ -25,6 +28,7 @@ use aws_sdk_sns::Client;
 use aws_sdk_sns::types::Tag;
 use serde_json::{Value, json};
 
+use super::common::marks::{carries_own_mark, check_made, own_mark};
 use super::common::{
     SdkResource, Tagging, call, context, find_in_pages, insert_tags, keep_name, missing_as_none,
     refuse_taken, sdk_provider, sdk_tags, tag_map, tagging, value_string,
@@ -249,7 +253,9 @@ impl SdkResource for SnsTopicProvider {
             )));
         }
         let wanted = topic_attributes(props);
-        let tags = sns_tags(tag_map(props).into_iter().collect::<BTreeMap<_, _>>())?;
+        let mut tags = tag_map(props).into_iter().collect::<BTreeMap<_, _>>();
+        tags.extend(own_mark(request));
+        let tags = sns_tags(tags)?;
         refuse_taken::<Self, _>(&name, generated, self.named(&name)).await?;
         let out = call(&self.retry, "CreateTopic", || {
             self.client
@@ -265,6 +271,11 @@ impl SdkResource for SnsTopicProvider {
             .topic_arn()
             .ok_or_else(|| ProviderError::Other("CreateTopic answered no TopicArn".into()))?
             .to_string();
+        // `CreateTopic` answers a topic made between the check and the call as if it had
+        // made it: only this create's mark shows that it did.
+        if !generated {
+            check_made(request, &arn, || self.tags(&arn)).await?;
+        }
         Ok(Created {
             sensitive: false,
             attributes: attributes(&arn),
@@ -314,6 +325,11 @@ impl SdkResource for SnsTopicProvider {
         })
         .await
         .map(drop)
+    }
+
+    async fn made_by(&self, request: &ResourceRequest) -> Result<bool, ProviderError> {
+        let arn = request.require_physical_id()?;
+        Ok(carries_own_mark(&self.tags(arn).await?, request))
     }
 
     /// An explicit id may be the ARN or the name; the ARN is looked up by name.

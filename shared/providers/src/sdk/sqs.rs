@@ -8,7 +8,11 @@
 //! That idempotency would also hand a create someone else's queue: a name the template
 //! gives is looked up (`GetQueueUrl`) once before `CreateQueue`, and a taken one is
 //! [`ProviderError::AlreadyExists`] (`SdkResource::name_taken`; see `refuse_taken`), as is
-//! a `CreateQueue` that answers `QueueAlreadyExists` (other attributes).
+//! a `CreateQueue` that answers `QueueAlreadyExists` (other attributes). A queue with the
+//! same attributes made by someone else between that check and the call is answered as if
+//! `CreateQueue` had made it: the create tags the queue with its mark
+//! ([`crate::sdk::marks`]) and reads the tags back, and a queue without it is refused the
+//! same way, untouched (an existing queue keeps its tags).
 //!
 //! The `Arn` after a create or update is made of the queue URL (`.../ACCOUNT/NAME`) and the
 //! client's region, not read: neither changes while the queue exists.
@@ -25,6 +29,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use stackflow_core::intrinsics::partition;
 
+use super::common::marks::{carries_own_mark, check_made, own_mark};
 use super::common::{
     SdkResource, Tagging, call, context, insert_tags, keep_name, missing_as_none, refuse_taken,
     sdk_provider, tag_map, tagging, value_string, vanished,
@@ -261,7 +266,8 @@ impl SdkResource for SqsQueueProvider {
         let (name, generated) = given_or_suffixed(request, "QueueName", suffix, NAME_RULES);
         refuse_taken::<Self, _>(&name, generated, self.url_of(&name)).await?;
         let attributes = queue_attributes(props);
-        let tags = tag_map(props);
+        let mut tags = tag_map(props);
+        tags.extend(own_mark(request));
         let out = call(&self.retry, "CreateQueue", || {
             self.client
                 .create_queue()
@@ -279,6 +285,14 @@ impl SdkResource for SqsQueueProvider {
             .queue_url()
             .ok_or_else(|| ProviderError::Other("CreateQueue answered no QueueUrl".into()))?
             .to_string();
+        // `CreateQueue` answers a queue made between the check and the call (with the same
+        // attributes) as if it had made it: only this create's mark shows that it did.
+        if !generated {
+            check_made(request, &url, || async {
+                Ok(self.tags(&url).await?.into_iter().collect())
+            })
+            .await?;
+        }
         Ok(Created {
             sensitive: false,
             attributes: self.attributes_now(&url).await?,
@@ -317,6 +331,12 @@ impl SdkResource for SqsQueueProvider {
     }
 
     /// An explicit id may be the URL or the name; the URL is looked up by name.
+    async fn made_by(&self, request: &ResourceRequest) -> Result<bool, ProviderError> {
+        let url = request.require_physical_id()?;
+        let tags: Vec<_> = self.tags(url).await?.into_iter().collect();
+        Ok(carries_own_mark(&tags, request))
+    }
+
     async fn import_id(&self, request: &ResourceRequest) -> Result<Option<String>, ProviderError> {
         let name = match (&request.physical_id, request.string_property("QueueName")) {
             (Some(id), _) => name_of_url(id).to_string(),

@@ -3,8 +3,12 @@
 //! The physical id is the parameter's name. Without a `Name` in the template the name is
 //! generated ([`crate::names::physical_name`]); such a name is ours alone, so a create that
 //! finds it taken (a retry after a lost answer) overwrites it. A name the template gives
-//! is never taken over: `PutParameter` without `Overwrite` refuses a taken one, which is
-//! [`ProviderError::AlreadyExists`] saying so (`SdkResource::name_taken`).
+//! is never taken over: it is looked up before the call, and a taken one is
+//! [`ProviderError::AlreadyExists`] saying so (`SdkResource::name_taken`). A new parameter
+//! is tagged with the create's mark ([`crate::sdk::marks`]): when `PutParameter` without
+//! `Overwrite` finds a name that was free at the check taken, the parameter is overwritten
+//! only if it carries that mark (this create's earlier attempt, whose answer was lost);
+//! else it is someone else's, refused untouched.
 //!
 //! `read_current_state` reports `Name`, `Type`, `Value`, `Description` and
 //! `AllowedPattern` when set, `Tier` and `DataType` only when they differ from AWS's
@@ -18,6 +22,7 @@ use aws_sdk_ssm::types::{
 };
 use serde_json::{Map, Value, json};
 
+use super::common::marks::{carries_own_mark, check_made, is_mark, own_mark};
 use super::common::{
     SdkResource, Tagging, call, context, keep_name, missing_as_none, sdk_provider, sdk_tags,
     string_of, tagging, value_string,
@@ -58,12 +63,14 @@ pub(crate) struct Parameter {
 }
 
 impl SsmParameterProvider {
-    /// Writes the parameter (`overwrite`: an existing one is replaced; tags only on a new one).
+    /// Writes the parameter (`overwrite`: an existing one is replaced; tags, and the create's
+    /// `mark`, only on a new one).
     async fn put(
         &self,
         name: &str,
         props: &Properties,
         overwrite: bool,
+        mark: Option<(String, String)>,
     ) -> Result<(), ProviderError> {
         let value = string_of(props, "Value").ok_or_else(|| {
             ProviderError::InvalidRequest(format!("{TYPE} {name}: Value is required"))
@@ -72,7 +79,9 @@ impl SsmParameterProvider {
         let tags = if overwrite {
             Vec::new()
         } else {
-            ssm_tags(tag_map(props))?
+            let mut tags = tag_map(props);
+            tags.extend(mark);
+            ssm_tags(tags)?
         };
         call(&self.retry, "PutParameter", || {
             self.client
@@ -90,6 +99,15 @@ impl SsmParameterProvider {
         })
         .await?;
         Ok(())
+    }
+
+    /// The parameter's tags, as (key, value).
+    async fn tag_pairs(&self, name: &str) -> Result<Vec<(String, String)>, ProviderError> {
+        let tags = self.tags(name).await?;
+        Ok(tags
+            .into_iter()
+            .map(|(k, v)| (k, value_string(&v)))
+            .collect())
     }
 
     /// The parameter's tags, as a `Key: Value` object.
@@ -189,10 +207,15 @@ impl SdkResource for SsmParameterProvider {
         // retries): taken, it is someone else's and refused; free, a create that then
         // finds it taken met its own earlier attempt, whose answer was lost.
         crate::sdk::common::refuse_taken::<Self, _>(&name, generated, self.find(&name)).await?;
-        match self.put(&name, props, false).await {
+        match self.put(&name, props, false, own_mark(request)).await {
             Ok(()) => {}
             Err(ProviderError::AlreadyExists(_)) => {
-                self.put(&name, props, true).await?;
+                // Taken after the check: by this create's earlier attempt, which left its
+                // mark, or by someone else, whose parameter is not overwritten.
+                if !generated {
+                    check_made(request, &name, || self.tag_pairs(&name)).await?;
+                }
+                self.put(&name, props, true, None).await?;
                 self.sync_tags(&name, &BTreeMap::new(), &tag_map(props))
                     .await?;
             }
@@ -211,7 +234,7 @@ impl SdkResource for SsmParameterProvider {
         keep_name(request, TYPE, "Name", name, "parameter")?;
         let props = &request.properties;
         let previous = request.previous_properties.clone().unwrap_or_default();
-        self.put(name, props, true).await?;
+        self.put(name, props, true, None).await?;
         self.sync_tags(name, &tag_map(&previous), &tag_map(props))
             .await?;
         let value = string_of(props, "Value").unwrap_or_default();
@@ -251,6 +274,11 @@ impl SdkResource for SsmParameterProvider {
 
     fn attributes(&self, _name: &str, found: &Parameter) -> Attributes {
         attributes(&found.kind, &found.value)
+    }
+
+    async fn made_by(&self, request: &ResourceRequest) -> Result<bool, ProviderError> {
+        let name = request.require_physical_id()?;
+        Ok(carries_own_mark(&self.tag_pairs(name).await?, request))
     }
 
     /// `GetParameter`, `DescribeParameters` and `ListTagsForResource` at once: each needs
@@ -298,6 +326,7 @@ fn state_of(
     {
         state.insert("DataType".into(), json!(d));
     }
+    let tags: Map<String, Value> = tags.into_iter().filter(|(k, _)| !is_mark(k)).collect();
     if !tags.is_empty() {
         state.insert("Tags".into(), Value::Object(tags));
     }

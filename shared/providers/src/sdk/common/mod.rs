@@ -14,6 +14,8 @@
 //!   call that would answer the existing resource;
 //! - [`props`]: property accessors ([`text`], [`string_of`], [`int_of`], ...) and messages
 //!   ([`invalid`], [`context`], [`vanished`], [`keep_name`]);
+//! - [`marks`]: the `stackflow:token` tag a create leaves, which proves later that the
+//!   stack made the resource ([`SdkResource::made_by`]);
 //! - [`tags`]: the template's `Key`/`Value` lists ([`tag_map`], [`tag_pairs`]), what changed
 //!   between two sets ([`tags::TagChanges`]) and how a service applies it ([`Tagging`],
 //!   [`tagging!`]), and the state's sorted list ([`insert_tags`]).
@@ -27,6 +29,7 @@ use crate::provider::{Attributes, Created, CurrentState, Deleted, Imported};
 use crate::provider::{ResourceRequest, Updated};
 
 pub(crate) mod calls;
+pub mod marks;
 pub(crate) mod props;
 pub(crate) mod tags;
 
@@ -75,6 +78,13 @@ pub(crate) trait SdkResource: Sync {
 
     /// The state of the existing resource `id`, in the template's shape.
     async fn state(&self, id: &str, found: Self::Found) -> Result<CurrentState, ProviderError>;
+
+    /// Whether the resource `request.physical_id` carries the proof that the create
+    /// `request` made it (see [`marks`]). No proof unless the type leaves a mark.
+    async fn made_by(&self, request: &ResourceRequest) -> Result<bool, ProviderError> {
+        let _ = request;
+        Ok(false)
+    }
 
     /// The id `import` looks for: the explicit one, else the name the template gives.
     async fn import_id(&self, request: &ResourceRequest) -> Result<Option<String>, ProviderError> {
@@ -190,6 +200,13 @@ macro_rules! sdk_provider {
             $crate::sdk::common::sdk_provider!(@forward delete, delete, Deleted);
             $crate::sdk::common::sdk_provider!(@forward import, import, Imported);
             $crate::sdk::common::sdk_provider!(@forward read_current_state, read, CurrentState);
+
+            fn made_by<'a>(
+                &'a self,
+                request: &'a $crate::provider::ResourceRequest,
+            ) -> $crate::provider::ProviderFuture<'a, bool> {
+                Box::pin($crate::sdk::common::SdkResource::made_by(self, request))
+            }
         }
     };
     (@forward $method:ident, $operation:ident, $answer:ident) => {

@@ -172,12 +172,15 @@ macro_rules! tagging {
 pub(crate) use tagging;
 
 /// Puts `tags` into `state` the way templates write them, a `Key`/`Value` list sorted by
-/// key, when there are any.
+/// key, when there are any; the stack's marks ([`super::marks`]) are left out.
 pub(crate) fn insert_tags(
     state: &mut Properties,
     tags: impl IntoIterator<Item = (String, String)>,
 ) {
-    let mut tags: Vec<(String, String)> = tags.into_iter().collect();
+    let mut tags: Vec<(String, String)> = tags
+        .into_iter()
+        .filter(|(k, _)| !super::marks::is_mark(k))
+        .collect();
     tags.sort();
     if !tags.is_empty() {
         let list = tags

@@ -42,14 +42,7 @@ pub const STACK_MARK: &str = "stackflow:stack";
 /// The tag holding the resource's logical id.
 pub const LOGICAL_ID_MARK: &str = "stackflow:logical-id";
 
-/// The tag holding the hash of the create's idempotency token.
-pub const TOKEN_MARK: &str = "stackflow:token";
-
-/// The hash of `token` that [`TOKEN_MARK`] holds (24 hex digits of its SHA-256).
-pub fn token_mark(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::sdk::common::marks::{TOKEN_MARK, token_mark};
 
 /// A `ClientToken` for an EC2 create (at most 64 ASCII characters): a hash of the stack,
 /// the logical id and the request's token, so every replay of one create sends the same.
