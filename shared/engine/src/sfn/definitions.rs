@@ -208,11 +208,11 @@ mod tests {
             }
             for error in error_names(def).unwrap() {
                 // Besides the handlers' own: Step Functions' and the Lambda service's
-                // (a function that timed out or crashed in its sandbox).
+                // (a function that timed out in its sandbox, or whose process exited).
                 let known = ERROR_NAMES.contains(&error.as_str())
                     || error.starts_with("States.")
                     || error.starts_with("Lambda.")
-                    || error == "Sandbox.Timedout";
+                    || ["Sandbox.Timedout", "Runtime.ExitError"].contains(&error.as_str());
                 assert!(
                     known,
                     "{name} matches error {error}, which no handler returns"
@@ -250,28 +250,90 @@ mod tests {
         task["Resource"] == json!(LAMBDA_CALLBACK)
     }
 
+    /// The retrier AWS recommends for a task that invokes a Lambda function, as the CDK
+    /// writes it for a `LambdaInvoke` (read from the CDK-synthesized template of the
+    /// corpus): the errors it matches, and its attempts.
+    fn aws_lambda_retrier() -> (BTreeSet<String>, u64) {
+        const CDK: &str = include_str!(
+            "../../../../tests/fixtures/corpus/stepfunctions-statemachine/StepFunctionsStack.template.json"
+        );
+        let start = CDK
+            .find(r#"\"Retry\":[{"#)
+            .expect("a Retry in the CDK's definition");
+        let rest = &CDK[start..];
+        let object = &rest[rest.find('{').unwrap()..rest.find('}').unwrap() + 1];
+        let retrier: Value = serde_json::from_str(&object.replace(r#"\""#, "\"")).unwrap();
+        let errors = retrier["ErrorEquals"].as_array().unwrap().iter();
+        let errors = errors.map(|e| e.as_str().unwrap().to_string()).collect();
+        (errors, retrier["MaxAttempts"].as_u64().unwrap())
+    }
+
+    /// The retrier of `task` that matches `error`: the first whose `ErrorEquals` holds it.
+    fn retrier_of<'a>(task: &'a Value, error: &str) -> Option<&'a Value> {
+        task["Retry"].as_array()?.iter().find(|r| {
+            r["ErrorEquals"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e == error))
+        })
+    }
+
+    /// The longest a retrier waits in all before it gives up: its intervals, each capped at
+    /// `MaxDelaySeconds` (AWS's default cap is a year: none), with no jitter (the most).
+    fn longest_wait(retrier: &Value) -> f64 {
+        let interval = retrier["IntervalSeconds"].as_f64().unwrap_or(1.0);
+        let rate = retrier["BackoffRate"].as_f64().unwrap_or(2.0);
+        let cap = retrier["MaxDelaySeconds"].as_f64().unwrap_or(f64::MAX);
+        let attempts = retrier["MaxAttempts"].as_u64().unwrap_or(3) as i32;
+        (0..attempts)
+            .map(|n| (interval * rate.powi(n)).min(cap))
+            .sum()
+    }
+
     /// The handlers are idempotent (a retried call replays with the same token), so every
-    /// task retries Lambda's transient errors, a sandbox that timed out, and (every task
-    /// that runs a handler to its end) a task that ran past its `TimeoutSeconds`.
+    /// task retries: the store's and AWS's transient errors, a sandbox that timed out, and
+    /// (every task that runs a handler to its end) a task past its `TimeoutSeconds`; every
+    /// error of AWS's recommended Lambda retrier, with at least its attempts; a task whose
+    /// process crashed (a panic aborts it: `Runtime.ExitError`; an out-of-memory kill or an
+    /// init failure: `Lambda.Unknown`); and Lambda's throttling for minutes, with backoff
+    /// and jitter (40 iterations start at once, and an account's concurrency may be low).
     #[test]
     fn every_task_retries_lambdas_transient_errors_and_timeouts() {
         let all = tasks();
         assert!(all.len() >= 10, "{}", all.len());
+        let (recommended, attempts) = aws_lambda_retrier();
+        assert!(
+            recommended.contains("Lambda.AWSLambdaException"),
+            "{recommended:?}"
+        );
+        assert_eq!(recommended.len(), 4, "{recommended:?}");
         for (def, task) in all {
             let retried = retried(&task);
-            for e in [
-                "Stackflow.Store",
-                "Stackflow.Aws",
-                "Lambda.ServiceException",
-                "Lambda.SdkClientException",
-                "Lambda.TooManyRequestsException",
-                "Sandbox.Timedout",
-            ] {
+            for e in ["Stackflow.Store", "Stackflow.Aws", "Sandbox.Timedout"] {
                 assert!(
                     retried.contains(e),
                     "{def}: a task does not retry {e}: {task}"
                 );
             }
+            for e in recommended
+                .iter()
+                .map(String::as_str)
+                .chain(["Runtime.ExitError", "Lambda.Unknown"])
+            {
+                let r = retrier_of(&task, e).unwrap_or_else(|| panic!("{def}: {e}: {task}"));
+                assert!(
+                    r["MaxAttempts"].as_u64().unwrap() >= attempts,
+                    "{def}: {e}: {r}"
+                );
+                assert_eq!(r["JitterStrategy"], json!("FULL"), "{def}: {e}: {r}");
+            }
+            let throttled = retrier_of(&task, "Lambda.TooManyRequestsException")
+                .unwrap_or_else(|| panic!("{def}: throttling is not retried: {task}"));
+            assert!(longest_wait(throttled) >= 300.0, "{def}: {throttled}");
+            assert_eq!(
+                throttled["JitterStrategy"],
+                json!("FULL"),
+                "{def}: {throttled}"
+            );
             if !is_gate(&task) {
                 assert!(retried.contains("States.Timeout"), "{def}: {task}");
                 // Within Lambda's 15 minutes: a timeout is its own, and retried.
