@@ -274,6 +274,9 @@ pub async fn deploy_stack<S: EventStore + 'static>(
         return Err(crate::lease::lost_error(d.stack()));
     }
     let stopped_by_user = d.options.stopped();
+    // The baseline reads still running are throttled into the same tally: they end
+    // before it is recorded, or the event would miss what they met.
+    d.observations.settle().await;
     tally
         .throttles
         .record(&d.recorder, &d.deploy_id, &d.holds())
