@@ -293,7 +293,8 @@ pub(crate) async fn create_or_adopt_own(
                     Ok(true) => adopt_own(provider, request, physical_id).await,
                     Ok(false) => Err(not_proven(request, &physical_id)),
                     Err(e) => Err(e.context(format_args!(
-                        "{physical_id} exists, and whether this stack made it could not be                          read; not adopted"
+                        "{physical_id} exists, and whether this stack made it could not be \
+                         read; not adopted"
                     ))),
                 }
             }

@@ -330,13 +330,13 @@ impl SdkResource for SqsQueueProvider {
         .map(drop)
     }
 
-    /// An explicit id may be the URL or the name; the URL is looked up by name.
     async fn made_by(&self, request: &ResourceRequest) -> Result<bool, ProviderError> {
         let url = request.require_physical_id()?;
         let tags: Vec<_> = self.tags(url).await?.into_iter().collect();
         Ok(carries_own_mark(&tags, request))
     }
 
+    /// An explicit id may be the URL or the name; the URL is looked up by name.
     async fn import_id(&self, request: &ResourceRequest) -> Result<Option<String>, ProviderError> {
         let name = match (&request.physical_id, request.string_property("QueueName")) {
             (Some(id), _) => name_of_url(id).to_string(),

@@ -71,7 +71,7 @@ pub fn marks(request: &ResourceRequest) -> [(String, String); 3] {
 
 /// True for the keys that are not the template's: the stack's marks and AWS's `aws:` tags.
 pub fn is_reserved_key(key: &str) -> bool {
-    key.starts_with("stackflow:") || key.starts_with("aws:")
+    crate::sdk::common::marks::is_mark(key) || key.starts_with("aws:")
 }
 
 /// The template's `Tags` of a `type_name` resource as (key, value); a tag whose key is
