@@ -23,6 +23,21 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{compact}-{}", &random[..8])
 }
 
+/// True when `id` is one [`new_id`] made with `prefix` (`<prefix>-<14 digits>-<8 hex>`).
+pub fn is_new_id_of(prefix: &str, id: &str) -> bool {
+    let Some(rest) = id.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else {
+        return false;
+    };
+    let mut parts = rest.split('-');
+    let (Some(time), Some(random), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    time.len() == 14
+        && time.bytes().all(|b| b.is_ascii_digit())
+        && random.len() == 8
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A new stack id in CloudFormation's shape,
 /// `arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>`, for a stack's
 /// first deploy (it is recorded then, and the same for the stack's lifetime). `None`
@@ -201,6 +216,8 @@ mod tests {
     fn ids_are_unique_and_readable() {
         let a = new_id("d");
         let b = new_id("d");
+        assert!(is_new_id_of("d", &a) && !is_new_id_of("c", &a), "{a}");
+        assert!(!is_new_id_of("d", "d-my-execution") && !is_new_id_of("d", "d"));
         assert_ne!(a, b);
         assert!(a.starts_with("d-") && a.len() == 2 + 14 + 1 + 8, "{a}");
     }

@@ -82,6 +82,13 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
     };
     let replayed = match p.operation {
         Operation::Undo => return Ok("left to the rollback".into()),
+        // What a revert sent is the record itself: there is nothing to finish, and
+        // whether it reached AWS is for the next drift check to say.
+        Operation::Update if crate::drift::is_drift_run(&p.deploy_id) => Ok(Err(
+            "a drift revert, interrupted: AWS may or may not hold the baseline again; \
+             `stackflow drift` tells, and `drift --revert` reverts again"
+                .into(),
+        )),
         Operation::Update => replay_update(engine, &step, p, ctx).await,
         Operation::Delete => replay_delete(engine, &step, p, ctx).await,
         Operation::Create | Operation::Replace => {

@@ -95,12 +95,25 @@ impl<S: EventStore> Step<'_, S> {
         .await
     }
 
-    /// A resource was updated in place.
+    /// A resource was updated in place (its baseline is read afresh after).
     pub async fn updated(
         &self,
         phase: Phase,
         resource: ResourceRecord,
         previous_properties: Map<String, Value>,
+    ) -> Result<(), EngineError> {
+        self.updated_keeping(phase, resource, previous_properties, None)
+            .await
+    }
+
+    /// A resource was updated in place and its baseline is `baseline` (a revert put AWS
+    /// back to it); `None` as [`Step::updated`].
+    pub async fn updated_keeping(
+        &self,
+        phase: Phase,
+        resource: ResourceRecord,
+        previous_properties: Map<String, Value>,
+        baseline: Option<stackflow_events::event::Baseline>,
     ) -> Result<(), EngineError> {
         self.append(
             phase,
@@ -108,7 +121,7 @@ impl<S: EventStore> Step<'_, S> {
                 deploy_id: self.deploy_id.to_string(),
                 resource,
                 previous_properties,
-                baseline: None,
+                baseline,
             },
         )
         .await

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use stackflow_engine::drift::{DriftMode, DriftStatus, drift_stack, refresh_observed};
 use stackflow_events::event::{Baseline, Event, RefusalCause};
 use stackflow_events::{EventStore, NewEvent, Precondition};
-use support::{FakeLookups, Rig, deploy_ok, input};
+use support::{FakeLookups, Op, Rig, deploy_ok, input};
 
 const SECRET: &str = "drift-plaintext-R4n";
 const REFERENCE: &str = "{{resolve:secretsmanager:db:SecretString:password}}";
@@ -275,4 +275,167 @@ async fn a_no_op_deploy_clears_a_mask_its_references_confirm() {
     );
     assert!(rig.lock_holder("app").await.is_none());
     no_plaintext_in_the_log(&rig).await;
+}
+
+/// The keys and types of the events of the drift check `check_id`.
+async fn check_events(rig: &Rig, check_id: &str) -> Vec<(String, &'static str)> {
+    rig.events("app")
+        .await
+        .into_iter()
+        .filter(|e| e.key.starts_with(check_id))
+        .map(|e| (e.key.clone(), e.event.type_name()))
+        .collect()
+}
+
+/// Issue 22: a revert is an action like any other: its intent before the call, its
+/// outcome after, under a token of its own run (two reverts never share one), and the
+/// baseline it put AWS back to stays.
+#[tokio::test]
+async fn a_revert_is_recorded_under_its_own_token() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let baseline = observed(&rig, "Topic").await;
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    let mut tokens = vec![];
+    for round in ["Changed", "Changed again"] {
+        rig.cloud
+            .set_properties(&topic, json!({"DisplayName": round}));
+        rig.cloud.clear_calls();
+        let report = drift_stack(
+            rig.engine.clone(),
+            "app",
+            &["Topic".into()],
+            DriftMode::Revert,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            report.resources[0].status,
+            DriftStatus::Reverted,
+            "{report:#?}"
+        );
+        let updates: Vec<_> = rig
+            .cloud
+            .calls()
+            .into_iter()
+            .filter(|c| c.op == Op::Update)
+            .collect();
+        assert_eq!(updates.len(), 1, "{updates:#?}");
+        assert_eq!(
+            updates[0].token,
+            format!("{}/Topic/update", report.check_id)
+        );
+        tokens.push(updates[0].token.clone());
+        let events = check_events(&rig, &report.check_id).await;
+        let types: Vec<&str> = events.iter().map(|(_, t)| *t).collect();
+        assert_eq!(
+            types,
+            vec![
+                "LockTaken",
+                "ResourceIntent",
+                "ResourceUpdated",
+                "LockReleased",
+                "DriftChecked"
+            ],
+            "{events:#?}"
+        );
+    }
+    assert_ne!(tokens[0], tokens[1]);
+    let state = rig.state("app").await;
+    assert!(state.pending.is_empty(), "{:#?}", state.pending);
+    assert_eq!(observed(&rig, "Topic").await, baseline);
+    assert_eq!(
+        rig.cloud.only("app", "Topic").1.properties["DisplayName"],
+        "Orders"
+    );
+    no_plaintext_in_the_log(&rig).await;
+}
+
+/// A revert whose update fails is recorded as failed, and neither the report nor the
+/// record holds the secret the provider's message quoted.
+#[tokio::test]
+async fn a_failed_revert_is_recorded_masked() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (param, _) = rig.cloud.only("app", "Param");
+    rig.cloud.set_properties(
+        &param,
+        json!({"Name": "/db/url", "Type": "String", "Value": "theirs"}),
+    );
+    rig.cloud.fail_echoing_once(Op::Update, "Param");
+    let report = drift_stack(rig.engine.clone(), "app", &[], DriftMode::Revert)
+        .await
+        .unwrap();
+    let p = report
+        .resources
+        .iter()
+        .find(|r| r.logical_id == "Param")
+        .unwrap();
+    assert_eq!(p.status, DriftStatus::Declined, "{p:#?}");
+    let reason = p.reason.clone().unwrap();
+    assert!(
+        reason.contains("failed") && !reason.contains(SECRET),
+        "{reason}"
+    );
+    let shown = serde_json::to_string(&report).unwrap();
+    assert!(!shown.contains(SECRET), "{shown}");
+    let events = check_events(&rig, &report.check_id).await;
+    assert!(
+        events.iter().any(|(_, t)| *t == "ResourceFailed"),
+        "{events:#?}"
+    );
+    assert!(rig.state("app").await.pending.is_empty());
+    assert!(rig.lock_holder("app").await.is_none());
+    no_plaintext_in_the_log(&rig).await;
+}
+
+/// A revert cut off after its call leaves its intent; the next deploy settles it as
+/// skipped, saying so, and claims nothing about what AWS holds.
+#[tokio::test]
+async fn an_interrupted_revert_is_settled_by_the_next_deploy() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    rig.cloud
+        .set_properties(&topic, json!({"DisplayName": "Changed"}));
+    let gate = rig.cloud.block_once(Op::Update, "Topic");
+    let engine = rig.engine.clone();
+    let run = tokio::spawn(async move {
+        drift_stack(engine, "app", &["Topic".into()], DriftMode::Revert).await
+    });
+    gate.entered().await;
+    rig.store.fail_after(0);
+    gate.release();
+    assert!(run.await.expect("the drift task").is_err());
+    rig.store.heal();
+    let pending: Vec<_> = rig.state("app").await.pending.into_values().collect();
+    assert_eq!(pending.len(), 1, "{pending:#?}");
+    assert!(pending[0].token.ends_with("/Topic/update"), "{pending:#?}");
+    rig.holders_gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    rig.cloud.clear_calls();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    assert!(
+        rig.cloud.calls().iter().all(|c| c.op != Op::Update),
+        "the revert is not sent again: {:#?}",
+        rig.cloud.calls()
+    );
+    let skipped = rig
+        .events("app")
+        .await
+        .into_iter()
+        .find_map(|e| match e.event {
+            Event::ResourceSkipped { reason, .. } if e.key.starts_with(&pending[0].token) => {
+                Some(reason)
+            }
+            _ => None,
+        });
+    assert!(
+        skipped
+            .as_deref()
+            .is_some_and(|r| r.contains("drift revert")),
+        "{skipped:?}"
+    );
+    assert!(rig.state("app").await.pending.is_empty());
+    assert!(rig.lock_holder("app").await.is_none());
 }

@@ -10,16 +10,31 @@ use serde_json::{Map, Value};
 use stackflow_core::drift::{
     Attachments, Classification, CompareRules, Comparison, Difference, MASKED, accept, compare,
 };
-use stackflow_events::event::{Baseline, DriftResult, Event, ProviderKind, RefusalCause};
+use stackflow_events::event::{Baseline, DriftResult, Event, RefusalCause};
 use stackflow_events::projection::ResourceState;
 use stackflow_events::{EventStore, Precondition};
-use stackflow_providers::provider::{CurrentState, ResourceRequest};
+use stackflow_providers::provider::CurrentState;
 
 use crate::engine::{Engine, EngineError};
 use crate::keys::{RunEvent, new_id, run_key};
 use crate::observe::{baseline_of, read_now, read_request, resolved_refs};
 use crate::recorder::Recorder;
-use crate::secrets::{contains_mask, resolve_dynamic};
+
+mod revert;
+
+pub(crate) use revert::is_drift_run;
+use revert::revert_one;
+
+/// The drift check that acts on what drifted: its stream, what its appends require (it
+/// holds the lock for `--accept` and `--revert`) and its id (the run their events name).
+struct CheckRun<'a, S> {
+    rec: &'a Recorder<S>,
+    pre: &'a Precondition,
+    check_id: &'a str,
+}
+
+/// The prefix of a drift check's id.
+const CHECK_PREFIX: &str = "c";
 
 /// What `drift` does besides comparing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,7 +183,7 @@ pub async fn drift_stack<S: EventStore + 'static>(
 ) -> Result<DriftReport, EngineError> {
     let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
     let selected = selected(&recorder, stack, only)?;
-    let check_id = new_id("c");
+    let check_id = new_id(CHECK_PREFIX);
     let pre = match mode {
         DriftMode::Check => Precondition::None,
         DriftMode::Accept | DriftMode::Revert => {
@@ -187,7 +202,12 @@ pub async fn drift_stack<S: EventStore + 'static>(
             Precondition::HoldsLock(check_id.clone())
         }
     };
-    let outcome = check_all(&engine, stack, &recorder, &selected, mode, &pre).await;
+    let run = CheckRun {
+        rec: &recorder,
+        pre: &pre,
+        check_id: &check_id,
+    };
+    let outcome = check_all(&engine, stack, &run, &selected, mode).await;
     if mode != DriftMode::Check {
         crate::destroy::release(&recorder, &check_id).await?;
     }
@@ -255,10 +275,9 @@ fn selected<S: EventStore>(
 async fn check_all<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     stack: &str,
-    recorder: &Recorder<S>,
+    run: &CheckRun<'_, S>,
     selected: &[(String, ResourceState)],
     mode: DriftMode,
-    pre: &Precondition,
 ) -> Result<Vec<ResourceDrift>, EngineError> {
     let limit = Arc::new(tokio::sync::Semaphore::new(10));
     let mut running = tokio::task::JoinSet::new();
@@ -276,7 +295,7 @@ async fn check_all<S: EventStore + 'static>(
         let (i, state) = joined.map_err(|e| EngineError::Other(format!("a read failed: {e}")))?;
         read[i] = Some(state);
     }
-    let attached = stack_attachments(recorder);
+    let attached = stack_attachments(run.rec);
     let mut out = Vec::with_capacity(selected.len());
     for ((id, r), now) in selected.iter().zip(read) {
         let mut now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
@@ -287,8 +306,8 @@ async fn check_all<S: EventStore + 'static>(
         if drift.status == DriftStatus::Drifted || drift.status == DriftStatus::Deleted {
             match mode {
                 DriftMode::Check => {}
-                DriftMode::Accept => accept_one(engine, recorder, pre, r, &now, &mut drift).await?,
-                DriftMode::Revert => revert_one(engine, stack, r, &now, &mut drift).await,
+                DriftMode::Accept => accept_one(engine, run, r, &now, &mut drift).await?,
+                DriftMode::Revert => revert_one(engine, run, r, &now, &mut drift).await?,
             }
         }
         out.push(drift);
@@ -439,8 +458,7 @@ fn declined(r: &ResourceState, drift: &ResourceDrift) -> Option<String> {
 /// `--accept`: AWS's values become the baseline.
 async fn accept_one<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
-    recorder: &Recorder<S>,
-    pre: &Precondition,
+    run: &CheckRun<'_, S>,
     r: &ResourceState,
     now: &CurrentState,
     drift: &mut ResourceDrift,
@@ -457,14 +475,14 @@ async fn accept_one<S: EventStore + 'static>(
     let rules = rules_for(engine, r, against).await;
     match accept(reference, aws, &drift.not_compared, &rules) {
         Ok(accepted) => {
-            recorder
+            run.rec
                 .append(
-                    format!("{}/accepted/{}", drift_key(pre), drift.logical_id),
+                    format!("{}/accepted/{}", run.check_id, drift.logical_id),
                     Event::BaselineAccepted {
                         logical_id: drift.logical_id.clone(),
                         observed: accepted.baseline,
                     },
-                    pre,
+                    run.pre,
                 )
                 .await?;
             drift.status = DriftStatus::Accepted;
@@ -475,117 +493,6 @@ async fn accept_one<S: EventStore + 'static>(
         }
     }
     Ok(())
-}
-
-fn drift_key(pre: &Precondition) -> String {
-    match pre {
-        Precondition::HoldsLock(id) => id.clone(),
-        _ => "drift".into(),
-    }
-}
-
-/// `--revert`: an update from what AWS holds to the recorded properties, through the
-/// provider that made the resource. Only the keys the template set are sent, and the
-/// tags others added stay.
-async fn revert_one<S: EventStore + 'static>(
-    engine: &Arc<Engine<S>>,
-    stack: &str,
-    r: &ResourceState,
-    now: &CurrentState,
-    drift: &mut ResourceDrift,
-) {
-    if let Some(why) = declined(r, drift) {
-        drift.status = DriftStatus::Declined;
-        drift.reason = Some(why);
-        return;
-    }
-    let CurrentState::Found(aws) = now else {
-        return;
-    };
-    let drifted = drifted_keys(drift);
-    match revert_call(engine, stack, &drift.logical_id, r, aws, &drifted).await {
-        Ok(()) => drift.status = DriftStatus::Reverted,
-        Err(why) => {
-            drift.status = DriftStatus::Declined;
-            drift.reason = Some(why);
-        }
-    }
-}
-
-/// The top-level properties a drift's differences are under.
-fn drifted_keys(drift: &ResourceDrift) -> Vec<String> {
-    drift
-        .differences
-        .iter()
-        .filter_map(|d| d.path.strip_prefix('/')?.split('/').next())
-        .map(|k| k.replace("~1", "/").replace("~0", "~"))
-        .collect()
-}
-
-/// Sends the recorded properties back to AWS, from AWS's values of the properties the
-/// template sets and of those that drifted (`drifted`: a property the template leaves
-/// out, such as an inline policy put on a role out of band, is taken back out).
-async fn revert_call<S: EventStore + 'static>(
-    engine: &Arc<Engine<S>>,
-    stack: &str,
-    id: &str,
-    r: &ResourceState,
-    aws: &Map<String, Value>,
-    drifted: &[String],
-) -> Result<(), String> {
-    if contains_mask(&Value::Object(r.properties.clone())) {
-        return Err(
-            "its recorded properties hold a NoEcho value, which is never recorded: deploy \
-             the template again to restore it"
-                .into(),
-        );
-    }
-    if matches!(r.provider, ProviderKind::NestedStack | ProviderKind::Custom) {
-        return Err("a nested stack or custom resource is reverted by a deploy".into());
-    }
-    let resolved = resolve_dynamic(engine.lookups.as_ref(), &r.properties)
-        .await
-        .map_err(|(_, m)| m)?;
-    let previous: Map<String, Value> = aws
-        .iter()
-        .filter(|(k, _)| r.properties.contains_key(*k) || drifted.contains(k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut desired = resolved.props;
-    keep_foreign_tags(&mut desired, aws);
-    let provider = engine
-        .providers
-        .for_recorded(&r.resource_type, r.provider)?;
-    let mut request = ResourceRequest::new(stack, id, &r.resource_type, desired);
-    request.physical_id = Some(r.physical_id.clone());
-    request.previous_properties = Some(previous);
-    request.token = format!("revert/{id}");
-    provider
-        .update(&request)
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("the update back to the baseline failed: {e}"))
-}
-
-/// Adds to `desired`'s `Tags` (a list of `{Key, Value}`) the tags AWS holds whose keys
-/// the template does not set: what other tools or resources added stays attached.
-fn keep_foreign_tags(desired: &mut Map<String, Value>, aws: &Map<String, Value>) {
-    let (Some(Value::Array(ours)), Some(Value::Array(theirs))) =
-        (desired.get("Tags").cloned(), aws.get("Tags"))
-    else {
-        return;
-    };
-    let key = |t: &Value| t.get("Key").and_then(Value::as_str).map(str::to_string);
-    let mut all = ours.clone();
-    for t in theirs {
-        let foreign = key(t).is_some_and(|k| {
-            !k.starts_with("aws:") && !ours.iter().any(|o| key(o).as_deref() == Some(&k))
-        });
-        if foreign {
-            all.push(t.clone());
-        }
-    }
-    desired.insert("Tags".into(), Value::Array(all));
 }
 
 /// `state refresh-observed`: a fresh baseline for every recorded resource whose baseline
