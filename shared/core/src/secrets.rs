@@ -110,10 +110,18 @@ pub fn is_mask(s: &str) -> bool {
     }
 }
 
-/// True when `v` holds a masked value anywhere: a value that must never be sent.
+/// True when the string `s` is, or holds, a mask: a stackflow mask ([`MASK`], `****`,
+/// anywhere in it) or a drift baseline's masked position (the whole string
+/// [`crate::dynref::MASK`], `***`). Neither may ever be sent to AWS.
+pub fn is_masked(s: &str) -> bool {
+    s.contains(MASK) || s == crate::dynref::MASK
+}
+
+/// True when `v` holds a masked value anywhere (see [`is_masked`]): a value that must
+/// never be sent.
 pub fn contains_mask(v: &Value) -> bool {
     match v {
-        Value::String(s) => s.contains(MASK),
+        Value::String(s) => is_masked(s),
         Value::Array(items) => items.iter().any(contains_mask),
         Value::Object(m) => m.values().any(contains_mask),
         _ => false,

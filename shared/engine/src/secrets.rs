@@ -229,7 +229,7 @@ pub(crate) fn as_map(v: Value) -> Map<String, Value> {
 pub(crate) fn masked_at(props: &Map<String, Value>) -> Option<String> {
     fn walk(v: &Value, at: String) -> Option<String> {
         match v {
-            Value::String(s) if s.contains(stackflow_core::secrets::MASK) => Some(at),
+            Value::String(s) if stackflow_core::secrets::is_masked(s) => Some(at),
             Value::Array(items) => items
                 .iter()
                 .enumerate()
@@ -241,14 +241,10 @@ pub(crate) fn masked_at(props: &Map<String, Value>) -> Option<String> {
     props.iter().find_map(|(k, v)| walk(v, format!("/{k}")))
 }
 
-/// True when `v` holds a masked `NoEcho` value (`****`), which must never be sent.
+/// True when `v` holds a mask (a `NoEcho` value's `****`, or a baseline's `***`), which
+/// must never be sent.
 pub(crate) fn contains_mask(v: &Value) -> bool {
-    match v {
-        Value::String(s) => s.contains("****"),
-        Value::Array(items) => items.iter().any(contains_mask),
-        Value::Object(m) => m.values().any(contains_mask),
-        _ => false,
-    }
+    holds_mask(v)
 }
 
 /// Every `{{resolve:...}}` occurrence's text in the strings of `v`.
@@ -364,7 +360,10 @@ mod tests {
     #[test]
     fn masked_values_are_found_anywhere() {
         assert!(contains_mask(&json!({"a": [{"b": "x****y"}]})));
-        assert!(!contains_mask(&json!({"a": [1, "plain"]})));
+        assert!(contains_mask(&json!({"a": ["***"]})), "a baseline's mask");
+        assert!(!contains_mask(&json!({"a": [1, "plain", "a *** b"]})));
+        let props = as_map(json!({"Env": {"Vars": {"A": "x", "B": "***"}}}));
+        assert_eq!(masked_at(&props).as_deref(), Some("/Env/Vars/B"));
     }
 
     #[test]

@@ -306,3 +306,64 @@ async fn a_rollback_after_an_import_leaves_the_adopted_resources_alone() {
     assert_eq!(state.resources["A"].physical_id, a);
     assert_eq!(state.resources["B"].physical_id, other);
 }
+
+/// Issue 24 item 2: where AWS's value does not fit the template's text around a secret,
+/// the baseline masks it (`***`), and the record keeps the template's reference: no later revert or rollback
+/// sends the mask to AWS.
+#[tokio::test]
+async fn a_masked_aws_value_is_never_recorded_as_a_property() {
+    let mut lookups = FakeLookups::default();
+    lookups.dynamic.insert(REFERENCE.into(), SECRET.into());
+    let rig = Rig::with_lookups(lookups);
+    rig.cloud.existing(
+        "orders-arn",
+        "AWS::SNS::Topic",
+        json!({"TopicName": "orders", "DisplayName": "their-own-value",
+            "Tags": [{"Key": "v", "Value": "1"}]}),
+    );
+    let topics = |display: &str| {
+        json!({ "Resources": {
+            "Orders": { "Type": "AWS::SNS::Topic",
+                "Properties": { "TopicName": "orders", "DisplayName": format!("orders-{REFERENCE}"),
+                    "Tags": [{"Key": "v", "Value": display}] } },
+            "Broken": { "Type": "AWS::SNS::Topic", "DependsOn": "Orders",
+                "Properties": { "TopicName": "broken" } }
+        } })
+    };
+    let mut v = topics("1");
+    v["Resources"].as_object_mut().unwrap().remove("Broken");
+    import_stack(rig.engine.clone(), input("app", v), Default::default())
+        .await
+        .unwrap();
+    let state = rig.state("app").await;
+    let orders = &state.resources["Orders"];
+    assert_eq!(
+        orders.properties["DisplayName"],
+        format!("orders-{REFERENCE}"),
+        "{orders:#?}"
+    );
+    let Some(Baseline::Recorded { observed }) = &orders.baseline else {
+        panic!("no baseline: {orders:#?}");
+    };
+    assert_eq!(observed["DisplayName"], "***");
+    // A later update of Orders, rolled back when Broken fails: the restore resolves the
+    // recorded reference; nothing sent holds a mask.
+    rig.cloud.fail_always(Op::Create, "Broken");
+    let failed = deploy_stack(rig.engine.clone(), input("app", topics("2")), options())
+        .await
+        .unwrap();
+    assert_eq!(failed.status, StackStatus::Failed, "{failed:#?}");
+    let calls = rig.cloud.calls();
+    assert!(
+        calls.iter().filter(|c| c.op == Op::Update).count() >= 2,
+        "an update and its undo: {calls:#?}"
+    );
+    for c in &calls {
+        let sent = serde_json::to_string(&c.properties).unwrap();
+        assert!(!sent.contains("***"), "a mask was sent: {c:#?}");
+    }
+    let world = rig.cloud.world();
+    let orders = &world["orders-arn"].properties;
+    assert_eq!(orders["Tags"][0]["Value"], "1", "restored: {orders:#?}");
+    assert_eq!(orders["DisplayName"], format!("orders-{SECRET}"));
+}

@@ -14,6 +14,7 @@ use stackflow_core::drift::{Classification, CompareRules, compare, observed_base
 use stackflow_core::dynref;
 use stackflow_core::intrinsics::{Mode, Resolver};
 use stackflow_core::plan::Action;
+use stackflow_core::secrets::contains_mask;
 use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause, ResourceRecord};
 use stackflow_events::projection::{JournalStep, ResourceState, StackState};
 use stackflow_events::{EventStore, Precondition};
@@ -505,7 +506,8 @@ fn resolve<S: EventStore + 'static>(
 /// holds (secrets kept out, as in a baseline), so that the first diff shows where AWS
 /// differs from the template. A key AWS does not return keeps the template's value when
 /// that is not compared (write-only) or is AWS's default (providers leave defaults out);
-/// otherwise AWS holds its default there, and the key is left out.
+/// otherwise AWS holds its default there, and the key is left out. A key whose AWS value
+/// the baseline masks keeps the template's value.
 fn as_aws_holds(
     ty: &str,
     template: &Map<String, Value>,
@@ -525,6 +527,10 @@ fn as_aws_holds(
             );
             match (same, now) {
                 (true, _) => Some((k.clone(), v.clone())),
+                // AWS holds a value there that is not the template's secret, and the
+                // baseline cannot show it (`***`): the record keeps the template's
+                // reference, never the mask, which a revert or a rollback would send.
+                (false, Some(now)) if contains_mask(now) => Some((k.clone(), v.clone())),
                 (false, Some(now)) => Some((k.clone(), now.clone())),
                 (false, None) => None,
             }
