@@ -125,16 +125,20 @@ async fn the_first_plan_after_an_import_shows_where_aws_differs() {
     );
 }
 
-#[tokio::test]
-async fn a_secret_reference_goes_back_into_the_baseline() {
+/// A rig whose secret lookups know REFERENCE, and an existing topic `orders-arn` with
+/// `properties`.
+fn with_orders(properties: Value) -> Rig {
     let mut lookups = FakeLookups::default();
     lookups.dynamic.insert(REFERENCE.into(), SECRET.into());
     let rig = Rig::with_lookups(lookups);
-    rig.cloud.existing(
-        "orders-arn",
-        "AWS::SNS::Topic",
-        json!({"TopicName": "orders", "DisplayName": SECRET}),
-    );
+    rig.cloud
+        .existing("orders-arn", "AWS::SNS::Topic", properties);
+    rig
+}
+
+#[tokio::test]
+async fn a_secret_reference_goes_back_into_the_baseline() {
+    let rig = with_orders(json!({"TopicName": "orders", "DisplayName": SECRET}));
     let v = json!({ "Resources": { "Orders": { "Type": "AWS::SNS::Topic",
         "Properties": { "TopicName": "orders", "DisplayName": REFERENCE } } } });
     import_stack(rig.engine.clone(), input("app", v), Default::default())
@@ -312,14 +316,9 @@ async fn a_rollback_after_an_import_leaves_the_adopted_resources_alone() {
 /// sends the mask to AWS.
 #[tokio::test]
 async fn a_masked_aws_value_is_never_recorded_as_a_property() {
-    let mut lookups = FakeLookups::default();
-    lookups.dynamic.insert(REFERENCE.into(), SECRET.into());
-    let rig = Rig::with_lookups(lookups);
-    rig.cloud.existing(
-        "orders-arn",
-        "AWS::SNS::Topic",
+    let rig = with_orders(
         json!({"TopicName": "orders", "DisplayName": "their-own-value",
-            "Tags": [{"Key": "v", "Value": "1"}]}),
+        "Tags": [{"Key": "v", "Value": "1"}]}),
     );
     let topics = |display: &str| {
         json!({ "Resources": {
