@@ -75,18 +75,22 @@ pub(crate) fn read_request(stack: &str, id: &str, r: &ResourceState) -> Resource
 }
 
 /// What the dynamic references of `props` resolve to now, for the comparisons that
-/// need them (values in memory only); empty when they cannot be resolved.
+/// need them (values in memory only); empty when they cannot be resolved, with why (a
+/// comparison then leaves the positions that hold them uncompared).
 pub(crate) async fn resolved_refs<S: EventStore + 'static>(
     engine: &Engine<S>,
     props: &Map<String, Value>,
-) -> Resolved {
+) -> (Resolved, Option<String>) {
     let mut refs = Resolved::new();
-    if let Ok(resolved) = resolve_dynamic(engine.lookups.as_ref(), props).await {
-        for (reference, value) in resolved.values {
-            refs.insert(reference, value);
+    match resolve_dynamic(engine.lookups.as_ref(), props).await {
+        Ok(resolved) => {
+            for (reference, value) in resolved.values {
+                refs.insert(reference, value);
+            }
+            (refs, None)
         }
+        Err((_, why)) => (refs, Some(why)),
     }
-    refs
 }
 
 /// Seed 003: a deploy that changes nothing clears the `***` positions of a baseline that
@@ -122,7 +126,7 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
         else {
             continue;
         };
-        let refs = resolved_refs(engine, &r.properties).await;
+        let (refs, _) = resolved_refs(engine, &r.properties).await;
         if let Some(baseline) = confirm_masked(&observed, &r.properties, &aws, &refs) {
             cleared.push((id, baseline));
         }

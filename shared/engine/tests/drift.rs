@@ -439,3 +439,47 @@ async fn an_interrupted_revert_is_settled_by_the_next_deploy() {
     assert!(rig.state("app").await.pending.is_empty());
     assert!(rig.lock_holder("app").await.is_none());
 }
+
+/// Issue 24 item 3: a secret that cannot be read now (permission gone, secret deleted)
+/// leaves its position uncompared: never "in sync" (exit 0) to a CI gate, but "not
+/// compared" (exit 2), saying why.
+#[tokio::test]
+async fn a_secret_that_cannot_be_read_is_not_compared() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (param, _) = rig.cloud.only("app", "Param");
+    rig.cloud.set_properties(
+        &param,
+        json!({"Name": "/db/url", "Type": "String", "Value": "postgres://app:rotated@db"}),
+    );
+    let param_of = |report: &stackflow_engine::drift::DriftReport| {
+        report
+            .resources
+            .iter()
+            .find(|r| r.logical_id == "Param")
+            .cloned()
+            .unwrap()
+    };
+    let readable = drift_stack(rig.engine.clone(), "app", &[], DriftMode::Check)
+        .await
+        .unwrap();
+    assert_eq!(param_of(&readable).status, DriftStatus::Drifted);
+    // The same check by an engine whose secret lookups fail.
+    let blind = support::build_engine(
+        rig.store.clone(),
+        rig.cloud.clone(),
+        std::sync::Arc::new(FakeLookups::default()),
+        rig.lines.clone(),
+        rig.holders_gone.clone(),
+    );
+    let report = drift_stack(blind, "app", &[], DriftMode::Check)
+        .await
+        .unwrap();
+    let p = param_of(&report);
+    assert_eq!(p.status, DriftStatus::NotCompared, "{p:#?}");
+    assert_eq!(p.not_compared, vec!["/Value".to_string()]);
+    let reason = p.reason.unwrap_or_default();
+    assert!(reason.contains("could not be read"), "{reason}");
+    assert_eq!(report.exit_code(), 2);
+    no_plaintext_in_the_log(&rig).await;
+}

@@ -5,8 +5,10 @@
 //! - a write-only path (see [`CompareRules::write_only`]) is skipped and reported, and so
 //!   is an object AWS does not return whose every key is write-only;
 //! - a masked string (`***`, a stackflow mask) is not compared, whatever AWS holds;
-//! - a string with dynamic references is compared by the text around them, with the
-//!   references [`CompareRules::resolved`] gives filled in;
+//! - a string with dynamic references is compared with the references
+//!   [`CompareRules::resolved`] gives filled in; where one is not given (its secret could
+//!   not be read) the text around them is compared, and a string that fits is not
+//!   compared (a whole-string reference is never compared then);
 //! - `Tags` (a list of `{Key, Value}` or a map) are compared as a map, AWS's `aws:` tags
 //!   left out;
 //! - a list named in [`CompareRules::unordered`] is compared as a set; any other list
@@ -169,12 +171,18 @@ impl<'r> Walk<'r> {
                     Value::String(t) => t.clone(),
                     other => other.to_string(),
                 };
-                let same = match filled.as_slice() {
-                    [whole] => scalars_equal(&Value::String(whole.clone()), a),
-                    _ => glob(&filled, &text),
-                };
-                if !same {
-                    self.differ(Some(b), Some(a), path);
+                match filled.as_slice() {
+                    [whole]
+                        if scalars_equal(&Value::String(whole.clone()), a)
+                            || json_document(whole)
+                                .zip(document(a))
+                                .is_some_and(|(w, d)| matches(self.rules, &w, &d, path)) => {}
+                    [_] => self.differ(Some(b), Some(a), path),
+                    // A reference whose value is not known (its secret could not be
+                    // read): the text around it can differ, but what is in it cannot
+                    // be compared.
+                    _ if glob(&filled, &text) => self.masked.push(pointer(path)),
+                    _ => self.differ(Some(b), Some(a), path),
                 }
             }
             Marker::Plain if scalars_equal(b, a) => {}

@@ -33,7 +33,8 @@ pub struct CompareRules {
 /// shows only the references.
 ///
 /// A position holding a reference whose value is not given here is compared by the
-/// text around its references only: a whole-string reference then matches any value.
+/// text around its references only: one that fits is not compared (a whole-string
+/// reference then is never compared), one that does not has drifted.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Resolved(BTreeMap<String, String>);
 

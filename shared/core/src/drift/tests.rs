@@ -59,6 +59,20 @@ fn a_whole_reference_takes_any_value_at_its_position() {
         json!({"Cfg": {"user": "a", "pass": SECRET}}),
     );
     assert_eq!(o.baseline, map(json!({"Cfg": REF})));
+    // Compared with the secret's value: its JSON text is the document AWS returned.
+    let mut rules = observed_rules();
+    let doc = json!({"user": "a", "pass": SECRET});
+    rules.resolved.insert(REF, doc.to_string());
+    let aws = map(json!({ "Cfg": doc }));
+    assert_eq!(
+        compare(&o.baseline, &aws, &rules).classification,
+        Classification::InSync
+    );
+    let changed = map(json!({"Cfg": {"user": "b", "pass": SECRET}}));
+    assert_eq!(
+        diff_paths(&compare(&o.baseline, &changed, &rules)),
+        ["/Cfg"]
+    );
 }
 
 #[test]
@@ -423,12 +437,25 @@ fn drift_elsewhere_still_lists_the_masked_positions() {
 fn a_reference_compares_the_text_around_it() {
     let t = format!("user:{REF}@host");
     let b = map(json!({"Url": t}));
-    let c = compare(
-        &b,
-        &map(json!({"Url": format!("user:{SECRET}@host")})),
-        &observed_rules(),
+    let mut resolved = observed_rules();
+    resolved.resolved.insert(REF, SECRET);
+    let aws = map(json!({"Url": format!("user:{SECRET}@host")}));
+    assert_eq!(
+        compare(&b, &aws, &resolved).classification,
+        Classification::InSync
     );
-    assert_eq!(c.classification, Classification::InSync);
+    // The secret could not be read: what is in the reference is not compared (never
+    // "in sync"); the text around it still is.
+    let c = compare(&b, &aws, &observed_rules());
+    assert_eq!(
+        c.classification,
+        Classification::NotCompared(vec!["/Url".into()])
+    );
+    let whole = map(json!({"Url": REF}));
+    assert_eq!(
+        compare(&whole, &map(json!({"Url": "anything"})), &observed_rules()).classification,
+        Classification::NotCompared(vec!["/Url".into()])
+    );
     let c = compare(
         &b,
         &map(json!({"Url": format!("admin:{SECRET}@host")})),

@@ -380,9 +380,15 @@ async fn check_one<S: EventStore + 'static>(
             return drift;
         }
     };
-    let rules = rules_for(engine, r, against).await;
+    let (rules, unread) = rules_for(engine, r, against).await;
     let comparison = compare(reference, aws, &rules);
     apply_comparison(&mut drift, &comparison);
+    if let Some(why) = unread.filter(|_| !drift.not_compared.is_empty()) {
+        drift.reason = Some(format!(
+            "a secret it references could not be read ({why}): the positions holding \
+             it are not compared"
+        ));
+    }
     if matches!(
         r.baseline,
         Some(Baseline::Refused {
@@ -431,15 +437,16 @@ fn refused_note(r: &ResourceState) -> Option<String> {
 }
 
 /// The comparison rules of `r`'s type; the dynamic references of its recorded
-/// properties resolved now (for the positions that hold them).
+/// properties resolved now (for the positions that hold them), or why they could not be.
 async fn rules_for<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     r: &ResourceState,
     against: Against,
-) -> CompareRules {
+) -> (CompareRules, Option<String>) {
     let mut rules = CompareRules::for_type(&r.resource_type, against == Against::Baseline);
-    rules.resolved = resolved_refs(engine, &r.properties).await;
-    rules
+    let (resolved, unread) = resolved_refs(engine, &r.properties).await;
+    rules.resolved = resolved;
+    (rules, unread)
 }
 
 /// Why `--accept`/`--revert` leave `r` alone, if they do.
@@ -472,7 +479,7 @@ async fn accept_one<S: EventStore + 'static>(
         return Ok(());
     };
     let (against, reference) = reference_of(r);
-    let rules = rules_for(engine, r, against).await;
+    let (rules, _) = rules_for(engine, r, against).await;
     match accept(reference, aws, &drift.not_compared, &rules) {
         Ok(accepted) => {
             run.rec
