@@ -329,10 +329,10 @@ fn resource_outcome(event: &Event) -> String {
         } => format!(
             "imported {}{}",
             resource.physical_id,
-            if matches!(baseline, Baseline::Refused { .. }) {
-                ", baseline refused"
-            } else {
-                ""
+            match baseline {
+                Some(Baseline::Refused { .. }) => ", baseline refused",
+                Some(Baseline::Recorded { .. }) => "",
+                None => ", no baseline (its properties could not be read)",
             }
         ),
         other => unreachable!("{} is not a resource event", other.type_name()),

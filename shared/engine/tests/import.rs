@@ -366,3 +366,38 @@ async fn a_masked_aws_value_is_never_recorded_as_a_property() {
     assert_eq!(orders["Tags"][0]["Value"], "1", "restored: {orders:#?}");
     assert_eq!(orders["DisplayName"], format!("orders-{SECRET}"));
 }
+
+/// Issue 24 item 4: an import that cannot read a resource records no baseline (the
+/// template's properties are no reading of AWS), and says so; drift then compares with
+/// the recorded properties, so what only AWS holds is not drift, and `--revert` has
+/// nothing to take away.
+#[tokio::test]
+async fn an_unreadable_resource_is_imported_without_a_baseline() {
+    let rig = Rig::new();
+    let id = rig.cloud.existing(
+        "orders-arn",
+        "AWS::SNS::Topic",
+        json!({"TopicName": "orders", "DisplayName": "Orders", "KmsMasterKeyId": "alias/theirs"}),
+    );
+    rig.cloud.set_unreadable(&id, true);
+    let v = json!({ "Resources": { "Orders": { "Type": "AWS::SNS::Topic",
+        "Properties": { "TopicName": "orders", "DisplayName": "Orders" } } } });
+    let report = import_stack(rig.engine.clone(), input("app", v), Default::default())
+        .await
+        .unwrap();
+    let row = &report.resources[0];
+    assert_eq!(row.baseline.as_deref(), Some("none"), "{row:#?}");
+    assert!(row.reason.as_deref().unwrap().contains("no baseline"));
+    let state = rig.state("app").await;
+    assert_eq!(state.resources["Orders"].baseline, None, "{state:#?}");
+    rig.cloud.set_unreadable(&id, false);
+    let check = stackflow_engine::drift::drift_stack(
+        rig.engine.clone(),
+        "app",
+        &[],
+        stackflow_engine::drift::DriftMode::Check,
+    )
+    .await
+    .unwrap();
+    assert_eq!(check.exit_code(), 0, "{check:#?}");
+}

@@ -340,8 +340,9 @@ pub enum Event {
         import_id: String,
         /// What was adopted.
         resource: ResourceRecord,
-        /// Its baseline, or the refusal and its cause.
-        baseline: Baseline,
+        /// Its baseline, or the refusal and its cause; none when AWS's properties could
+        /// not be read (drift then compares with the recorded properties).
+        baseline: Option<Baseline>,
     },
     /// An import marked adopted resources on the journal of a failed deploy, so that its
     /// rollback leaves them alone.

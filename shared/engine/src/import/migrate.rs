@@ -285,9 +285,10 @@ pub(super) async fn nested_stack<S: EventStore + 'static>(
         update_replace_policy: template.update_replace_policy,
         secret_digest: None,
     };
-    let baseline = Baseline::Recorded {
+    // A nested stack's properties are what stackflow gives it: they are its baseline.
+    let baseline = Some(Baseline::Recorded {
         observed: properties.clone(),
-    };
+    });
     let found = Found {
         record,
         baseline,

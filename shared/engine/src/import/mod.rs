@@ -124,7 +124,8 @@ impl ImportReport {
 /// A resource found in AWS, before anything is recorded.
 struct Found {
     record: ResourceRecord,
-    baseline: Baseline,
+    /// None when AWS's properties could not be read.
+    baseline: Option<Baseline>,
     /// The properties as the template gives them (parameters at their Defaults), which
     /// a resource refused for an unverifiable parameter records instead of AWS's.
     template_properties: Map<String, Value>,
@@ -379,20 +380,16 @@ async fn find_one<S: EventStore + 'static>(
     let (properties, baseline) = match &current {
         CurrentState::Found(aws) => (
             as_aws_holds(ty, &template_record, aws),
-            Baseline::Recorded {
+            Some(Baseline::Recorded {
                 observed: observed_baseline(&template_record, aws).baseline,
-            },
+            }),
         ),
-        // Unreadable: the template's properties stand in (drift compares with them).
-        _ => (
-            template_record.clone(),
-            Baseline::Recorded {
-                observed: template_record.clone(),
-            },
-        ),
+        // Unreadable: the template's properties are recorded, and no baseline (drift
+        // compares with them, and a later refresh reads one).
+        _ => (template_record.clone(), None),
     };
     let baseline = if lost_reference(&d.input.template.resources[id].properties, &properties) {
-        refused(RefusalCause::IncompleteResolution)
+        Some(refused(RefusalCause::IncompleteResolution))
     } else {
         baseline
     };
@@ -577,7 +574,7 @@ async fn refuse_unprovable<S: EventStore + 'static>(
     let dependence = stackflow_core::drift::resources_depending_on(&d.input.template, &unproven);
     for f in found.iter_mut() {
         if dependence.may_depend(&f.record.logical_id) {
-            f.baseline = refused(RefusalCause::UnverifiableParameter);
+            f.baseline = Some(refused(RefusalCause::UnverifiableParameter));
             f.keep_template_values();
         }
     }
@@ -594,8 +591,9 @@ async fn record<S: EventStore + 'static>(
     for f in found {
         let id = f.record.logical_id.clone();
         let shown = match &f.baseline {
-            Baseline::Recorded { .. } => "recorded".to_string(),
-            Baseline::Refused { cause } => format!("refused ({})", cause.as_str()),
+            Some(Baseline::Recorded { .. }) => "recorded".to_string(),
+            Some(Baseline::Refused { cause }) => format!("refused ({})", cause.as_str()),
+            None => "none".to_string(),
         };
         d.recorder
             .append(

@@ -132,6 +132,8 @@ struct CloudInner {
     by_name: bool,
     /// Logical ids whose deletes leave the resource in place, and what they answer.
     kept_on_delete: HashMap<String, Deleted>,
+    /// Physical ids whose properties cannot be read (a read answers `CannotRead`).
+    unreadable: HashSet<String>,
     next: u64,
 }
 
@@ -249,6 +251,17 @@ impl FakeCloud {
         let mut inner = self.lock();
         let thing = inner.world.get_mut(physical_id).expect("a resource");
         thing.properties = properties;
+    }
+
+    /// From now on a read of `physical_id` answers that its properties cannot be read (a
+    /// permission missing, a type with no read), or no longer does.
+    pub fn set_unreadable(&self, physical_id: &str, unreadable: bool) {
+        let mut inner = self.lock();
+        if unreadable {
+            inner.unreadable.insert(physical_id.to_string());
+        } else {
+            inner.unreadable.remove(physical_id);
+        }
     }
 
     /// Deletes the resource `physical_id` outside stackflow.
@@ -724,7 +737,11 @@ impl Provider for FakeCloud {
     ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
         Box::pin(async move {
             let id = request.require_physical_id()?;
-            Ok(match self.lock().world.get(id) {
+            let inner = self.lock();
+            if inner.unreadable.contains(id) {
+                return Ok(CurrentState::CannotRead("reads are not allowed".into()));
+            }
+            Ok(match inner.world.get(id) {
                 Some(thing) => CurrentState::Found(thing.properties.clone()),
                 None => CurrentState::NotFound,
             })

@@ -409,8 +409,8 @@ impl StackState {
     }
 
     /// `ResourceImported`: the adopted resource is in the stack, marked as imported.
-    fn resource_imported(&mut self, resource: &ResourceRecord, baseline: &Baseline) {
-        let mut r = ResourceState::from_record(resource, Some(baseline.clone()));
+    fn resource_imported(&mut self, resource: &ResourceRecord, baseline: &Option<Baseline>) {
+        let mut r = ResourceState::from_record(resource, baseline.clone());
         r.imported = true;
         self.resources.insert(resource.logical_id.clone(), r);
     }

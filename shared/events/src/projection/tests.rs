@@ -279,9 +279,9 @@ fn import_marks_make_rollback_skip_adopted_resources() {
         .push(Event::ResourceImported {
             import_id: "i1".into(),
             resource: record("A", "a-1", &[]),
-            baseline: Baseline::Refused {
+            baseline: Some(Baseline::Refused {
                 cause: RefusalCause::UnverifiableParameter,
-            },
+            }),
         });
     let s = log.state();
     let undo: Vec<&str> = s.journal.to_undo().map(|e| e.logical_id.as_str()).collect();
@@ -447,9 +447,9 @@ fn samples() -> Vec<Event> {
         Event::ResourceImported {
             import_id: "i1".into(),
             resource: record("Q", "q-1", &[]),
-            baseline: Baseline::Recorded {
+            baseline: Some(Baseline::Recorded {
                 observed: observed.clone(),
-            },
+            }),
         },
         Event::ImportMarked {
             import_id: "i1".into(),
@@ -923,7 +923,7 @@ fn refusals_clear_as_the_seed_says() {
         log.push(Event::ResourceImported {
             import_id: "i1".into(),
             resource: record("A", "a-1", &[]),
-            baseline: refused(cause),
+            baseline: Some(refused(cause)),
         })
         .push(Event::BaselineRecorded {
             logical_id: "A".into(),
