@@ -401,3 +401,98 @@ async fn an_unreadable_resource_is_imported_without_a_baseline() {
     .unwrap();
     assert_eq!(check.exit_code(), 0, "{check:#?}");
 }
+
+/// Issue 24 item 1 (seed 003): a resource refused for an unverifiable parameter keeps the
+/// refusal when imported again under the same physical id, with the CloudFormation stack
+/// gone or the template edited so that nothing references the parameter; only proof of
+/// the deployed values clears it.
+#[tokio::test]
+async fn a_reimport_keeps_an_unverifiable_parameter_refusal_until_proven() {
+    let deployed = |value: Option<&str>| {
+        let mut lookups = FakeLookups::default();
+        if let Some(v) = value {
+            lookups
+                .deployed
+                .insert("app".into(), Ok(vec![("Label".into(), v.into())]));
+        }
+        std::sync::Arc::new(lookups)
+    };
+    let rig = Rig::new();
+    rig.cloud.existing(
+        "c",
+        "AWS::SNS::Topic",
+        json!({"TopicName": "c", "DisplayName": "deployed-value-7Qw"}),
+    );
+    let template = |display: Value| {
+        json!({
+            "Parameters": { "Label": {"Type": "String", "Default": "x"} },
+            "Resources": { "C": { "Type": "AWS::SNS::Topic", "Properties": {
+                "TopicName": "c", "DisplayName": display } } }
+        })
+    };
+    let engine_with = |lookups| {
+        support::build_engine(
+            rig.store.clone(),
+            rig.cloud.clone(),
+            lookups,
+            rig.lines.clone(),
+            rig.holders_gone.clone(),
+        )
+    };
+    let force = ImportOptions {
+        force: true,
+        ..Default::default()
+    };
+    let import = |engine, v: Value, options: ImportOptions| async move {
+        import_stack(engine, input_with("app", v, &[]), options)
+            .await
+            .unwrap()
+    };
+    let first = import(
+        engine_with(deployed(Some("deployed-value-7Qw"))),
+        template(json!({"Ref": "Label"})),
+        Default::default(),
+    )
+    .await;
+    assert_eq!(
+        first.resources[0].baseline.as_deref(),
+        Some("refused (unverifiable-parameter)")
+    );
+    // The CloudFormation stack is gone; then the reference is edited away too.
+    for v in [template(json!({"Ref": "Label"})), template(json!("x"))] {
+        let again = import(engine_with(deployed(None)), v, force.clone()).await;
+        assert_eq!(
+            again.resources[0].baseline.as_deref(),
+            Some("refused (unverifiable-parameter)"),
+            "{again:#?}"
+        );
+        assert!(
+            again.warnings.iter().any(|w| w.contains("earlier import")),
+            "{:?}",
+            again.warnings
+        );
+        let state = rig.state("app").await;
+        assert_eq!(
+            state.resources["C"].refused(),
+            Some(RefusalCause::UnverifiableParameter)
+        );
+        assert!(
+            !serde_json::to_string(&rig.events("app").await)
+                .unwrap()
+                .contains("deployed-value-7Qw"),
+            "AWS's value (the parameter's deployed value) never reaches the log"
+        );
+    }
+    // Proof: the stack was deployed with the Default.
+    let proven = import(
+        engine_with(deployed(Some("x"))),
+        template(json!({"Ref": "Label"})),
+        force,
+    )
+    .await;
+    assert_eq!(
+        proven.resources[0].baseline.as_deref(),
+        Some("recorded"),
+        "{proven:#?}"
+    );
+}

@@ -320,6 +320,7 @@ async fn run<S: EventStore + 'static>(
         None => vec![d.stack().to_string()],
     };
     refuse_unprovable(d, &backing, &mut found, &mut report).await;
+    keep_refusals(d, &backing, &mut found, &mut report).await;
     record(d, found, &mut report).await?;
     Ok(report)
 }
@@ -578,6 +579,53 @@ async fn refuse_unprovable<S: EventStore + 'static>(
             f.keep_template_values();
         }
     }
+}
+
+/// Seed 003: a resource recorded with an `unverifiable-parameter` refusal and imported
+/// again under the same physical id keeps the refusal (and the template's values), unless
+/// the import proves every deployed parameter value ([`parameters::all_proven`]): nothing
+/// else tells that AWS's values hold no parameter's deployed value.
+async fn keep_refusals<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    backing: &[String],
+    found: &mut [Found],
+    report: &mut ImportReport,
+) {
+    let unverifiable = Some(RefusalCause::UnverifiableParameter);
+    let was_refused: Vec<String> = {
+        let state = d.recorder.state();
+        found
+            .iter()
+            .filter(|f| {
+                let id = &f.record.logical_id;
+                state.resources.get(id).is_some_and(|r| {
+                    r.refused() == unverifiable && r.physical_id == f.record.physical_id
+                })
+            })
+            .map(|f| f.record.logical_id.clone())
+            .collect()
+    };
+    let still_open: Vec<&mut Found> = found
+        .iter_mut()
+        .filter(|f| was_refused.contains(&f.record.logical_id))
+        .filter(|f| !matches!(&f.baseline, Some(Baseline::Refused { cause }) if Some(*cause) == unverifiable))
+        .collect();
+    if still_open.is_empty() || parameters::all_proven(d, backing).await {
+        return;
+    }
+    let mut kept = Vec::new();
+    for f in still_open {
+        f.baseline = Some(refused(RefusalCause::UnverifiableParameter));
+        f.keep_template_values();
+        kept.push(f.record.logical_id.clone());
+    }
+    report.warnings.push(format!(
+        "{} keep(s) ObservedBaseline: REFUSED (unverifiable-parameter) from the earlier \
+         import: no CloudFormation stack proves the parameter values they were deployed \
+         with; a replacement, or an import that can compare the deployed values with the \
+         Defaults, clears it",
+        kept.join(", ")
+    ));
 }
 
 /// Marks the journal of a failed deploy, then records every adopted resource.

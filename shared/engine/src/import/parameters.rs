@@ -119,6 +119,35 @@ pub(super) async fn unproven<S: EventStore + 'static>(
     (names, Some(w))
 }
 
+/// True when the import has proof of every parameter value a stack was deployed with:
+/// at least one of the `backing` CloudFormation stacks answered, and each that did was
+/// deployed with nothing but the template's Defaults (a parameter the template no longer
+/// declares, a `NoEcho` one or a `{{resolve:...}}` value proves nothing). Only that clears
+/// an earlier `unverifiable-parameter` refusal (seed 003): without a stack to compare
+/// with, or with a template edited so that nothing references the parameter, the
+/// deployed value is still unknown.
+pub(super) async fn all_proven<S: EventStore + 'static>(
+    d: &Deployment<S>,
+    backing: &[String],
+) -> bool {
+    let template = &d.input.template;
+    let mut answered = false;
+    for stack in backing {
+        match d.engine.lookups.deployed_parameters(stack).await {
+            Ok(None) => {}
+            Err(_) => return false,
+            Ok(Some(deployed)) => {
+                answered = true;
+                let names: Vec<String> = deployed.iter().map(|(k, _)| k.clone()).collect();
+                if !unprovable(template, &names, &deployed).is_empty() {
+                    return false;
+                }
+            }
+        }
+    }
+    answered
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
