@@ -14,10 +14,13 @@
 //! And a deploy that finishes while another is planning: the second has read the log and
 //! waits in its lookups (held at the gate) while the first runs to its end; let go, it
 //! takes the lock, plans again from the log as it is then, and makes nothing twice.
+//!
+//! And two runs in two pid namespaces (two containers of one host): the second never
+//! takes the first for gone because it cannot see its pid.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -592,5 +595,101 @@ async fn a_deploy_that_finishes_while_another_plans_leaves_no_duplicate() {
         state.pending.is_empty() && state.lock.is_none(),
         "{state:#?}"
     );
+    each_once(&stack, &state, RESOURCES).await;
+}
+
+/// `cmd` run in a pid namespace of its own (`unshare --pid --fork --mount-proc`, as a
+/// container is), after `burn` short-lived processes there so that its pid is not a low
+/// one. `None` where namespaces cannot be made (not root).
+fn in_own_pid_namespace(cmd: &Command, burn: usize) -> Option<Command> {
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        return None;
+    }
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c"])
+        // Not `exec`: that would keep the shell's pid, 1.
+        .arg(r#"i=0; while [ "$i" -lt "$0" ]; do /bin/true; i=$((i+1)); done; "$@""#)
+        .arg(burn.to_string())
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    Some(wrapped)
+}
+
+/// Issue 23 item 3: two runs in two containers of one host (two pid namespaces, one boot):
+/// the second cannot see the first's pid, and must not take that for proof that it is
+/// gone. It is refused as locked; the first deploys to its end, and the log holds its
+/// deploy whole, no lock broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_another_pid_namespace_never_breaks_a_live_lock() {
+    let emu = Emulator::shared().await;
+    let gate = GateProxy::start(emu.endpoint(), CREATES).await.unwrap();
+    let dir = test_dir("pidns");
+    let stack = unique_name("conc");
+    let path = template(&dir, "v1", &stack, STACK);
+    let args = ["deploy", &path, "--json"];
+    let cli = cli(&dir, &gate.endpoint(), "local");
+    let (Some(mut first), Some(mut second)) = (
+        in_own_pid_namespace(&cli.command(&args), 60),
+        in_own_pid_namespace(&cli.command(&args), 0),
+    ) else {
+        eprintln!("skipped: pid namespaces cannot be made here (run as root, as CI does)");
+        return;
+    };
+    let (a_out, a_err) = (dir.join("a.stdout"), dir.join("a.stderr"));
+    let a = first
+        .stdout(File::create(&a_out).unwrap())
+        .stderr(File::create(&a_err).unwrap())
+        .spawn()
+        .unwrap();
+    // A holds the lock and waits at its first create.
+    let holding = gate.wait_arrival(Duration::from_secs(90)).await;
+    let (b_out, b_err) = (dir.join("b.stdout"), dir.join("b.stderr"));
+    let mut b = second
+        .stdout(File::create(&b_out).unwrap())
+        .stderr(File::create(&b_err).unwrap())
+        .spawn()
+        .unwrap();
+    // B, refused, ends while A is still held; a B that broke the lock would wait at the
+    // gate too.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while b.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gate.open();
+    let b = wait(b, &args, &b_out, &b_err).await;
+    let a = wait(a, &args, &a_out, &a_err).await;
+    assert!(
+        holding,
+        "A never reached its first create: {}",
+        a.describe()
+    );
+    assert_eq!(b.code, Some(LOCKED), "{}", b.describe());
+    assert!(!b.stderr.contains("breaking the lock"), "{}", b.describe());
+    assert!(
+        b.stderr.contains("locked by tester@") && b.stderr.contains(" ns "),
+        "names the holder (pid above 60 in its namespace) and its namespace: {}",
+        b.describe()
+    );
+    assert_eq!(a.code, Some(0), "{}", a.describe());
+    assert_eq!(report(&a)["created"], 3, "{}", a.describe());
+    let store = SqliteStore::open(dir.join(".stackflow").join("events.db")).unwrap();
+    let (events, state) = log(&store, &StreamId::new("us-east-1", &stack)).await;
+    let deploy_id = one_whole_deploy(&events, &state);
+    assert_eq!(report(&a)["deploy_id"], deploy_id.as_str());
     each_once(&stack, &state, RESOURCES).await;
 }
