@@ -542,6 +542,59 @@ async fn a_container_image_without_a_container_engine_is_refused_before_any_writ
     );
 }
 
+/// Issue 23 item 4: an asset that leads out of the cloud assembly (a file asset that is a
+/// link to a file beside it, a link inside a zipped directory) is refused naming it,
+/// before any AWS call: nothing of the file is uploaded.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn an_asset_that_leads_out_of_the_assembly_is_refused_before_any_call() {
+    use std::os::unix::fs::symlink;
+    let emulator = Emulator::shared().await;
+    // A bootstrapped region of its own: before the fix, the file went up there.
+    let region = "ap-southeast-2";
+    let s3 = s3_in(emulator, region).await;
+    cdk_bootstrap(&s3, region).await;
+    let (session, proxy) = recorded(emulator, "confined").await;
+    let secret = session.dir().join("id_rsa");
+    std::fs::write(&secret, "private key, never uploaded").expect("secret");
+    for escape in ["file", "zip"] {
+        let (out, t) = assembly(&session.dir().join(escape));
+        match escape {
+            "file" => {
+                let config = out.join(format!("config.{}.json", t.config));
+                std::fs::remove_file(&config).expect("config asset");
+                symlink(&secret, &config).expect("link");
+            }
+            _ => symlink(&secret, out.join(format!("asset.{}", t.zip)).join("key")).expect("link"),
+        }
+        let shown = out.display().to_string();
+        let run = session.cli.run(&["deploy", &shown, "--region", region]);
+        assert_ne!(run.code, Some(0), "{}", run.describe());
+        assert!(
+            run.stderr.contains("id_rsa") && run.stderr.contains("outside"),
+            "{escape}: names the link and where it leads: {}",
+            run.describe()
+        );
+        let log = proxy.log();
+        assert_eq!(puts(&log), 0, "{escape}: {log:?}");
+    }
+    let listed = s3
+        .list_objects_v2()
+        .bucket(cdk_bucket(region))
+        .send()
+        .await
+        .expect("list");
+    for o in listed.contents() {
+        let body = object(&s3, &cdk_bucket(region), o.key().unwrap_or_default()).await;
+        let text = String::from_utf8_lossy(&body.unwrap_or_default()).to_string();
+        assert!(
+            !text.contains("private key"),
+            "{:?} holds the file",
+            o.key()
+        );
+    }
+}
+
 /// Every corpus case with assets (Lambda code directories, nested stack templates):
 /// published into a new bucket (so that a first publish uploads even on an emulator
 /// that outlives the tests), then again with nothing sent. Prints the upload time and

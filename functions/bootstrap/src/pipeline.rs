@@ -347,12 +347,14 @@ async fn read_artifact(
                 format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(e)),
             )
         })?;
-    let bytes = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| TaskError::new(ErrorKind::Aws, format!("{what}: {e}")))?;
-    Ok(bytes.into_bytes().to_vec())
+    let length = out.content_length;
+    stackflow_engine::sfn::read_body(
+        out.body,
+        length,
+        stackflow_engine::sfn::MAX_OBJECT_BYTES,
+        &what,
+    )
+    .await
 }
 
 /// A continuation: how the execution `token` names is doing.

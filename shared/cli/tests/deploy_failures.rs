@@ -1143,8 +1143,8 @@ fn killed_intent(
 async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
     let store = SqliteStore::open(sf.dir.join("store").join("events.db")).expect("store");
     let stream = StreamId::new("us-east-1", stack);
-    // `user@host pid N boot B`, as stackflow writes it (USER is `tester`), for a process
-    // of this host and boot that no longer exists.
+    // `user@host pid N boot B ns P`, as stackflow writes it (USER is `tester`), for a
+    // process of this host, boot and pid namespace that no longer exists.
     let read = |path: &str| {
         std::fs::read_to_string(path)
             .expect("a Linux kernel file")
@@ -1158,7 +1158,13 @@ async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
         .collect();
     let mut gone = Command::new("true").spawn().expect("true");
     gone.wait().expect("true ends");
-    let who = format!("tester@{host} pid {} boot {boot}", gone.id());
+    let ns: String = std::fs::read_link("/proc/self/ns/pid")
+        .expect("a pid namespace")
+        .to_string_lossy()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let who = format!("tester@{host} pid {} boot {boot} ns {ns}", gone.id());
     let holder = Holder {
         deploy_id: KILLED.into(),
         who: who.clone(),

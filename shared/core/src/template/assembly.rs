@@ -7,6 +7,7 @@ use std::path::{Path as FsPath, PathBuf};
 use indexmap::IndexMap;
 use serde_json::Value;
 
+use super::confine::Root;
 use super::{NestedTemplate, StackTemplate, Template, load_template_file, read_bounded};
 use crate::error::{ErrorKind, Path, Result, TemplateError};
 use crate::limits::{MAX_NESTED_STACK_DEPTH, MAX_NESTED_STACKS, MAX_TEMPLATE_BYTES, show_bytes};
@@ -20,11 +21,25 @@ fn assembly_error(file: &FsPath, message: impl Into<String>) -> TemplateError {
 /// depends on.
 pub fn load_assembly(dir: &FsPath) -> Result<Vec<StackTemplate>> {
     let mut stacks = Vec::new();
-    collect(dir, &mut stacks, 0)?;
+    let root = Root::new(dir)
+        .map_err(|e| assembly_error(dir, format!("cannot read the cloud assembly: {e}")))?;
+    collect(&root, dir, &mut stacks, 0)?;
     order(stacks, &dir.join("manifest.json"))
 }
 
-fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -> Result<()> {
+/// `named` (relative to `dir`, as the manifest `manifest_path` gives it) inside the
+/// assembly, or the error that says where it leads.
+fn inside(root: &Root, dir: &FsPath, named: &str, manifest_path: &FsPath) -> Result<PathBuf> {
+    root.resolve(dir, named)
+        .map_err(|why| assembly_error(manifest_path, why))
+}
+
+fn collect(
+    root: &Root,
+    dir: &FsPath,
+    out: &mut Vec<(String, StackTemplate)>,
+    depth: usize,
+) -> Result<()> {
     let manifest_path = dir.join("manifest.json");
     if depth > 8 {
         return Err(assembly_error(
@@ -42,11 +57,12 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
         .filter(|(_, a)| a.get("type").and_then(Value::as_str) == Some("aws:cloudformation:stack"))
         .map(|(id, _)| id.as_str())
         .collect();
-    let asset_manifests = asset_manifests(dir, artifacts);
+    let asset_manifests = asset_manifests(root, dir, &manifest_path, artifacts)?;
     for (id, artifact) in artifacts {
         match artifact.get("type").and_then(Value::as_str) {
             Some("aws:cloudformation:stack") => {
-                let mut stack = stack_artifact(dir, &manifest_path, id, artifact, &stack_ids)?;
+                let at = (root, dir, manifest_path.as_path());
+                let mut stack = stack_artifact(at, id, artifact, &stack_ids)?;
                 stack.assets = artifact
                     .get("dependencies")
                     .and_then(Value::as_array)
@@ -62,7 +78,8 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
                     .and_then(|p| p.get("directoryName"))
                     .and_then(Value::as_str)
                 {
-                    collect(&dir.join(sub), out, depth + 1)?;
+                    let sub = inside(root, dir, sub, &manifest_path)?;
+                    collect(root, &sub, out, depth + 1)?;
                 }
             }
             _ => {}
@@ -72,19 +89,61 @@ fn collect(dir: &FsPath, out: &mut Vec<(String, StackTemplate)>, depth: usize) -
 }
 
 /// The files of the asset manifest artifacts (`cdk:asset-manifest`) of a manifest, by
-/// artifact id.
+/// artifact id; each, and every asset source it names, inside the assembly.
 fn asset_manifests(
+    root: &Root,
     dir: &FsPath,
+    manifest_path: &FsPath,
     artifacts: &serde_json::Map<String, Value>,
-) -> HashMap<String, PathBuf> {
-    artifacts
+) -> Result<HashMap<String, PathBuf>> {
+    let mut out = HashMap::new();
+    for (id, a) in artifacts {
+        if a.get("type").and_then(Value::as_str) != Some("cdk:asset-manifest") {
+            continue;
+        }
+        let Some(file) = a
+            .get("properties")
+            .and_then(|p| p.get("file"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let file = inside(root, dir, file, manifest_path)?;
+        if file.is_file() {
+            check_sources(root, &file)?;
+        }
+        out.insert(id.clone(), file);
+    }
+    Ok(out)
+}
+
+/// Fails when a source the asset manifest `file` names (a file asset's path, an image's
+/// directory) resolves outside the assembly.
+fn check_sources(root: &Root, file: &FsPath) -> Result<()> {
+    // A manifest that does not parse fails where its assets are published, as before;
+    // nothing of it is read until then.
+    let Ok(manifest) = crate::assets::load_asset_manifest(file) else {
+        return Ok(());
+    };
+    let zipped =
+        |f: &crate::assets::FileAsset| f.packaging == crate::assets::Packaging::ZipDirectory;
+    let sources = manifest
+        .files
         .iter()
-        .filter(|(_, a)| a.get("type").and_then(Value::as_str) == Some("cdk:asset-manifest"))
-        .filter_map(|(id, a)| {
-            let file = a.get("properties")?.get("file")?.as_str()?;
-            Some((id.clone(), dir.join(file)))
-        })
-        .collect()
+        .map(|f| (&f.id, Some(&f.path), zipped(f)))
+        .chain(
+            manifest
+                .images
+                .iter()
+                .map(|i| (&i.id, i.directory.as_ref(), false)),
+        );
+    for (id, path, zip) in sources {
+        let Some(path) = path else { continue };
+        root.check(path)
+            .and_then(|()| if zip { root.check_tree(path) } else { Ok(()) })
+            .map_err(|why| assembly_error(file, format!("asset `{id}`: {why}")))?;
+    }
+    Ok(())
 }
 
 /// The manifest of a cloud assembly, as JSON.
@@ -111,8 +170,7 @@ fn read_manifest(manifest_path: &FsPath) -> Result<Value> {
 /// One stack artifact `id` of the manifest of `dir`: its template (and nested templates),
 /// its name, the stacks among `stack_ids` it depends on, and its parameters.
 fn stack_artifact(
-    dir: &FsPath,
-    manifest_path: &FsPath,
+    (root, dir, manifest_path): (&Root, &FsPath, &FsPath),
     id: &str,
     artifact: &Value,
     stack_ids: &HashSet<&str>,
@@ -127,9 +185,9 @@ fn stack_artifact(
                 format!("stack artifact `{id}` has no `properties.templateFile`"),
             )
         })?;
-    let template_path = dir.join(file);
+    let template_path = inside(root, dir, file, manifest_path)?;
     let template = load_template_file(&template_path)?;
-    let nested = load_nested(dir, &template_path, &template)?;
+    let nested = walk_nested(root, dir, &template_path, &template)?;
     let name = props
         .get("stackName")
         .and_then(Value::as_str)
@@ -224,12 +282,26 @@ fn order(stacks: Vec<(String, StackTemplate)>, manifest: &FsPath) -> Result<Vec<
 /// `aws:asset:path` metadata. Nested stacks may nest [`MAX_NESTED_STACK_DEPTH`] levels deep
 /// and load [`MAX_NESTED_STACKS`] templates in all; a template that includes itself is an
 /// error.
+/// Their paths stay inside `dir`.
 pub(crate) fn load_nested(
     dir: &FsPath,
     file: &FsPath,
     template: &Template,
 ) -> Result<IndexMap<String, NestedTemplate>> {
+    let root = Root::new(dir)
+        .map_err(|e| assembly_error(file, format!("cannot read the template's directory: {e}")))?;
+    walk_nested(&root, dir, file, template)
+}
+
+/// [`load_nested`] inside `root`.
+fn walk_nested(
+    root: &Root,
+    dir: &FsPath,
+    file: &FsPath,
+    template: &Template,
+) -> Result<IndexMap<String, NestedTemplate>> {
     let mut walk = NestedWalk {
+        root,
         dir,
         chain: vec![file.to_path_buf()],
         loaded: 0,
@@ -240,6 +312,7 @@ pub(crate) fn load_nested(
 /// The walk through nested stack templates: the files from the top template down to the
 /// one being read, and how many were loaded.
 struct NestedWalk<'d> {
+    root: &'d Root,
     dir: &'d FsPath,
     chain: Vec<PathBuf>,
     loaded: usize,
@@ -260,7 +333,15 @@ impl NestedWalk<'_> {
             else {
                 continue;
             };
-            let file = self.dir.join(asset);
+            let parent = self.chain.last().cloned().unwrap_or_default();
+            let file = self.root.resolve(self.dir, asset).map_err(|why| {
+                TemplateError::new(
+                    ErrorKind::Assembly,
+                    Path::from_keys(["Resources", id.as_str(), "Metadata", "aws:asset:path"]),
+                    why,
+                )
+                .in_file(parent.display())
+            })?;
             if !file.is_file() {
                 continue;
             }

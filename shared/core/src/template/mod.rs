@@ -2,6 +2,7 @@
 //! assemblies.
 
 mod assembly;
+mod confine;
 mod model;
 mod parse;
 mod placeholders;
@@ -134,7 +135,10 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
         );
     }
     let template = load_template_file(path)?;
-    let dir = path.parent().unwrap_or(FsPath::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => FsPath::new("."),
+    };
     let nested = assembly::load_nested(dir, path, &template)?;
     Ok(vec![StackTemplate {
         name: stack_name_from_file(path),

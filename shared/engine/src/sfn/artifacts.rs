@@ -17,6 +17,45 @@ pub(crate) fn aws_error<E: std::fmt::Display>(what: &str, e: E) -> TaskError {
     TaskError::new(ErrorKind::Aws, format!("{what}: {e}"))
 }
 
+/// The most bytes a task reads from one object: a deploy's document, a template or a
+/// zipped `cdk.out` dropped in the bucket, a pipeline's input artifact. Held in memory
+/// (and an archive inflated to at most [`super::triggers::unzip::MAX_UNZIPPED`] in `/tmp`).
+pub const MAX_OBJECT_BYTES: u64 = 128 * 1024 * 1024;
+
+/// The body of an object read through `GetObject` (`what` names it), refused as it
+/// streams once it passes `max` bytes (at once when `length`, its `Content-Length`,
+/// says so): nothing larger is ever held in memory.
+pub async fn read_body(
+    mut body: aws_sdk_s3::primitives::ByteStream,
+    length: Option<i64>,
+    max: u64,
+    what: &str,
+) -> Result<Vec<u8>, TaskError> {
+    let too_large = || {
+        TaskError::new(
+            ErrorKind::Input,
+            format!(
+                "{what} is larger than {} MiB, the most a task reads: deploy a smaller \
+                 archive (leave out what `cdk synth` does not need, such as node_modules \
+                 outside the assets)",
+                max / (1024 * 1024)
+            ),
+        )
+    };
+    if length.is_some_and(|l| u64::try_from(l).unwrap_or(0) > max) {
+        return Err(too_large());
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| aws_error(what, e))?;
+        if out.len() as u64 + chunk.len() as u64 > max {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 /// The folder of one deploy's documents.
 pub(crate) fn prefix(stack: &str, deploy_id: &str) -> String {
     format!("deploys/{stack}/{deploy_id}/")
@@ -52,11 +91,11 @@ impl<S: EventStore + 'static> Tasks<S> {
             .await
         {
             Ok(out) => {
-                let bytes =
-                    out.body.collect().await.map_err(|e| {
-                        aws_error(&format!("GetObject s3://{}/{key}", self.bucket), e)
-                    })?;
-                Ok(Some(bytes.into_bytes().to_vec()))
+                let what = format!("s3://{}/{key}", self.bucket);
+                let length = out.content_length;
+                read_body(out.body, length, MAX_OBJECT_BYTES, &what)
+                    .await
+                    .map(Some)
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
             Err(e) => Err(aws_error(
@@ -215,5 +254,33 @@ impl<S: EventStore + 'static> Tasks<S> {
         let key = format!("{}{}.json", prefix(stack, deploy_id), phase.as_str());
         self.put(&key, serde_json::to_vec(&pairs).unwrap_or_default())
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_s3::primitives::ByteStream;
+
+    #[tokio::test]
+    async fn a_body_is_read_whole_up_to_its_bound_and_refused_past_it() {
+        let body = || ByteStream::from(vec![7u8; 1000]);
+        let read = read_body(body(), None, 1000, "s3://b/k").await.unwrap();
+        assert_eq!(read.len(), 1000);
+        // Past the bound, as it streams (no length given) or at once (a length says so).
+        for length in [None, Some(1000)] {
+            let e = read_body(body(), length, 999, "s3://b/k")
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Input, "{e:?}");
+            assert!(e.message.contains("s3://b/k is larger than"), "{e:?}");
+        }
+        let e = read_body(ByteStream::from(vec![]), Some(5_000), 999, "s3://b/k")
+            .await
+            .unwrap_err();
+        assert!(
+            e.message.contains("larger than"),
+            "refused before reading: {e:?}"
+        );
     }
 }

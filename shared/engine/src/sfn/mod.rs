@@ -16,3 +16,5 @@ mod release;
 pub mod tasks;
 pub mod triggers;
 pub mod worker;
+
+pub use artifacts::{MAX_OBJECT_BYTES, read_body};

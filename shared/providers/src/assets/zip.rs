@@ -1,8 +1,9 @@
 //! A deterministic zip of a directory: the same files give the same bytes, whatever the
 //! file system's order, the files' times or their owners.
 //!
-//! Entries are the directory's regular files (symbolic links followed), named by their
-//! path below it with `/`, sorted by that name; every entry has the same time (1980-01-01
+//! Entries are the directory's regular files (symbolic links followed, as long as they
+//! lead to a file or directory inside the one zipped: a link out of it, or a directory
+//! reached twice through links, is refused), named by their path below it with `/`, sorted by that name; every entry has the same time (1980-01-01
 //! 00:00, the first the format can hold), mode `0644` (`0755` when any execute bit is
 //! set, so a `bootstrap` stays executable), and is deflated (stored when that is no
 //! smaller). No directory entries, no extra fields, no zip64: an archive past 65,535
@@ -36,6 +37,17 @@ pub enum ZipError {
     NotADirectory(PathBuf),
     #[error("{path}: {what} is more than a zip without zip64 holds")]
     TooLarge { path: PathBuf, what: &'static str },
+    #[error(
+        "{path} leads to {target}, outside the asset directory {dir}: an asset's links must \
+         stay inside it (replace the link with what it points to)"
+    )]
+    Outside {
+        path: PathBuf,
+        target: PathBuf,
+        dir: PathBuf,
+    },
+    #[error("{path}: a symbolic link leads back to a directory above it ({target})")]
+    Loop { path: PathBuf, target: PathBuf },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ZipError + '_ {
@@ -57,17 +69,39 @@ fn entries(dir: &Path) -> Result<Vec<Entry>, ZipError> {
     if !dir.is_dir() {
         return Err(ZipError::NotADirectory(dir.to_path_buf()));
     }
+    let top = std::fs::canonicalize(dir).map_err(io(dir))?;
     let mut out = Vec::new();
-    let mut pending = vec![(dir.to_path_buf(), String::new())];
-    while let Some((path, prefix)) = pending.pop() {
+    // Each directory to read, with the resolved directories above it (a link back to one
+    // of them would never end).
+    let mut pending = vec![(dir.to_path_buf(), String::new(), vec![top.clone()])];
+    while let Some((path, prefix, above)) = pending.pop() {
         for item in std::fs::read_dir(&path).map_err(io(&path))? {
             let item = item.map_err(io(&path))?;
             let child = item.path();
             let name = format!("{prefix}{}", item.file_name().to_string_lossy());
             // `metadata` follows symbolic links, as the CDK's own packaging does.
             let meta = std::fs::metadata(&child).map_err(io(&child))?;
+            if item.file_type().map_err(io(&child))?.is_symlink() {
+                let target = std::fs::canonicalize(&child).map_err(io(&child))?;
+                if !target.starts_with(&top) {
+                    return Err(ZipError::Outside {
+                        path: child,
+                        target,
+                        dir: dir.to_path_buf(),
+                    });
+                }
+            }
             if meta.is_dir() {
-                pending.push((child, format!("{name}/")));
+                let target = std::fs::canonicalize(&child).map_err(io(&child))?;
+                if above.contains(&target) {
+                    return Err(ZipError::Loop {
+                        path: child,
+                        target,
+                    });
+                }
+                let mut below = above.clone();
+                below.push(target);
+                pending.push((child, format!("{name}/"), below));
             } else if meta.is_file() {
                 out.push(Entry {
                     name,
@@ -314,6 +348,35 @@ mod tests {
         assert_ne!(zip_directory(&one).unwrap(), zip_directory(&two).unwrap());
         std::fs::remove_dir_all(&one).unwrap();
         std::fs::remove_dir_all(&two).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_inside_are_followed_and_links_out_or_back_up_are_refused() {
+        use std::os::unix::fs::symlink;
+        let dir = temp("links");
+        tree(&dir);
+        // pnpm's layout: a link to another directory inside is zipped under both names.
+        symlink(dir.join("lib"), dir.join("alias")).unwrap();
+        let names: Vec<String> = read_back(&zip_directory(&dir).unwrap())
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        assert!(names.contains(&"alias/b.bin".to_string()), "{names:?}");
+        // A link out of the directory.
+        let outside = temp("outside");
+        std::fs::write(outside.join("id_rsa"), b"key").unwrap();
+        symlink(outside.join("id_rsa"), dir.join("lib/key")).unwrap();
+        let e = zip_directory(&dir).unwrap_err();
+        assert!(matches!(e, ZipError::Outside { .. }), "{e}");
+        assert!(e.to_string().contains("id_rsa"), "{e}");
+        std::fs::remove_file(dir.join("lib/key")).unwrap();
+        // A link back up: refused, not followed for ever.
+        symlink(&dir, dir.join("lib/deep/up")).unwrap();
+        let e = zip_directory(&dir).unwrap_err();
+        assert!(matches!(e, ZipError::Loop { .. }), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
     }
 
     #[test]
