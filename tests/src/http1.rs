@@ -155,6 +155,11 @@ pub(crate) struct Fed {
     pub head_at: Option<Instant>,
     /// When a request was completed: when its first byte arrived, and its head.
     pub complete: Option<(Instant, RequestHead)>,
+    /// When a request's head was completed and its label is known from it alone (not a
+    /// form, whose `Action` may be in the body): when its first byte arrived, and its
+    /// head. A request the server answers before its body is through (S3's
+    /// `NoSuchBucket` to a `PUT`) is seen here though it never completes.
+    pub labelled: Option<(Instant, RequestHead)>,
 }
 
 /// Follows the requests in one connection's client-to-server bytes.
@@ -211,7 +216,11 @@ impl RequestParser {
                 rest = &rest[consumed..];
                 self.buf.truncate(end);
                 self.head();
-                fed.head_at = Some(self.started.unwrap_or(now));
+                let at = self.started.unwrap_or(now);
+                fed.head_at = Some(at);
+                if !self.head.is_form() {
+                    fed.labelled = Some((at, self.head.clone()));
+                }
             }
             if self.in_body && self.body.done() {
                 fed.complete = Some(self.finish());

@@ -222,7 +222,12 @@ impl Parser {
             if let Some(at) = fed.head_at {
                 shared.started(at);
             }
-            if let Some((at, head)) = fed.complete {
+            // A request is logged as soon as its label is known: a request the server
+            // answers (and closes) before its body is through still counts.
+            let known = fed
+                .labelled
+                .or(fed.complete.filter(|(_, head)| head.is_form()));
+            if let Some((at, head)) = known {
                 shared.finished(RequestRecord {
                     at,
                     label: head.label(),
