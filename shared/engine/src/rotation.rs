@@ -75,6 +75,14 @@ fn references_by_resource<S: EventStore>(
     out
 }
 
+/// Said when a stack holds secrets and the store keeps no digest key: a rotation would
+/// otherwise be ignored without a word.
+const NO_KEY: &str = "secret rotation is not checked: this store keeps no digest key (a \
+    DynamoDB store without --store-bucket has none), so a NoEcho parameter or a \
+    {{resolve:...}} secret whose value changed is not seen as a change and the resources \
+    that use it are not updated; pass --store-bucket BUCKET (its stackflow/digest.key is \
+    made once) to have rotations deployed";
+
 impl<S: EventStore + 'static> Engine<S> {
     /// The digest of what each resource's dynamic references resolve to now, by logical
     /// id. A reference that cannot be read now leaves its resource out (the call that
@@ -88,6 +96,11 @@ impl<S: EventStore + 'static> Engine<S> {
         let key = self.stack_digest_key(&input.name);
         let mut out = IndexMap::new();
         if key.is_none() {
+            let secrets = !input.parameters.secret_values().is_empty()
+                || !references_by_resource(input, rec, answers).is_empty();
+            if secrets {
+                self.note(&input.name, NO_KEY);
+            }
             return out;
         }
         let mut cache: IndexMap<String, Option<String>> = IndexMap::new();

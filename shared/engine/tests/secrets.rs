@@ -435,3 +435,44 @@ async fn an_output_that_fails_with_a_secret_in_its_error_records_it_masked() {
         assert!(!text.contains(NO_ECHO), "{NO_ECHO} written in: {text}");
     }
 }
+
+/// Issue 23 item 6: a store with no digest key (a DynamoDB store without a bucket) cannot
+/// see a rotated secret; the deploy and the diff say so instead of "nothing changed"
+/// alone.
+#[tokio::test]
+async fn without_a_digest_key_a_rotation_is_said_to_be_unchecked() {
+    let rig = Rig::new();
+    let mut engine = support::build_engine(
+        rig.store.clone(),
+        rig.cloud.clone(),
+        Arc::new(FakeLookups::default()),
+        rig.lines.clone(),
+        rig.holders_gone.clone(),
+    );
+    Arc::get_mut(&mut engine).expect("unshared").digest_key = None;
+    let tpl = json!({
+        "Parameters": { "Pw": { "Type": "String", "NoEcho": true } },
+        "Resources": { "Direct": param("/direct", json!({"Ref": "Pw"})) }
+    });
+    let notes = || -> Vec<String> {
+        rig.lines
+            .all()
+            .into_iter()
+            .filter(|l| l.contains("secret rotation is not checked"))
+            .collect()
+    };
+    let v1 = support::input_with("app", tpl.clone(), &[("Pw", "first-pw-E5")]);
+    deploy_stack(engine.clone(), v1, options()).await.unwrap();
+    assert_eq!(notes().len(), 1, "{:#?}", rig.lines.all());
+    let v2 = support::input_with("app", tpl.clone(), &[("Pw", "second-pw-F6")]);
+    let r = deploy_stack(engine.clone(), v2, options()).await.unwrap();
+    assert_eq!(r.status, StackStatus::NoChanges);
+    assert_eq!(notes().len(), 2, "the rotation that is not seen is said");
+    assert!(notes()[1].contains("--store-bucket"), "{:?}", notes());
+    // A stack with no secret hears nothing of it.
+    let plain = json!({ "Resources": { "Plain": param("/plain", json!("x")) } });
+    deploy_stack(engine, support::input("other", plain), options())
+        .await
+        .unwrap();
+    assert_eq!(notes().len(), 2);
+}
