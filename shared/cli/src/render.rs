@@ -428,6 +428,9 @@ fn rollback(out: &mut String, r: &stackflow_engine::StackReport, operation: &str
                 );
             }
         }
+        for (id, why) in &rb.skipped {
+            let _ = writeln!(out, "    skipped {id}: {why}");
+        }
     } else if r.status == StackStatus::Interrupted && operation == "deploy" {
         let _ = writeln!(
             out,

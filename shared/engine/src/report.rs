@@ -43,6 +43,10 @@ pub struct RollbackReport {
     pub undone: Vec<(String, String)>,
     /// Entries that could not be undone.
     pub failed: Vec<Failure>,
+    /// Entries left alone because an import adopted their resource after the failure,
+    /// as `(logical id, why)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<(String, String)>,
 }
 
 impl RollbackReport {

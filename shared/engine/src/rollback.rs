@@ -186,7 +186,10 @@ impl<S: EventStore + 'static> Rollback<S> {
             .throttles
             .record(&self.recorder, &self.rollback_id, &pre)
             .await?;
-        let mut report = RollbackReport::default();
+        let mut report = RollbackReport {
+            skipped: self.skipped_for_imports(),
+            ..RollbackReport::default()
+        };
         for (id, result) in tally.into_results()? {
             match result {
                 Ok(done) => report.undone.push((id, done.word().to_string())),
@@ -205,6 +208,42 @@ impl<S: EventStore + 'static> Rollback<S> {
             )
             .await?;
         Ok(report)
+    }
+
+    /// The journal entries an import adopted the resource of after the failure: left
+    /// alone, each said (a note) and returned as `(logical id, why)`. Where the deploy had
+    /// made another resource than the one adopted, that one stays in AWS outside the
+    /// stack's records: the note names it.
+    fn skipped_for_imports(&self) -> Vec<(String, String)> {
+        let state = self.recorder.state();
+        let mut out = Vec::new();
+        for e in state.journal.entries.iter().filter(|e| !e.undone) {
+            let Some(adopted) = &e.imported else {
+                continue;
+            };
+            let made = match &e.step {
+                JournalStep::Created { physical_id, .. }
+                | JournalStep::Updated { physical_id, .. } => physical_id,
+                JournalStep::Replaced {
+                    new_physical_id, ..
+                } => new_physical_id,
+            };
+            let why = if made == adopted {
+                format!("an import adopted it ({adopted}) after the failure: left as it is")
+            } else {
+                format!(
+                    "an import adopted {adopted} under it after the failure: {made}, which \
+                     the failed deploy made, is left in AWS and is no longer in the stack's \
+                     records (delete it if it is not wanted)"
+                )
+            };
+            self.engine.note(
+                &self.stack,
+                &format!("rollback skips {}: {why}", e.logical_id),
+            );
+            out.push((e.logical_id.clone(), why));
+        }
+        out
     }
 
     /// **Rollback** handler: undoes one journal entry.
@@ -487,7 +526,11 @@ pub async fn rollback_stack_as<S: EventStore + 'static>(
     let r = r?;
     if nothing && r.undone.is_empty() {
         report.status = StackStatus::NoChanges;
-        engine.note(stack, "nothing to roll back");
+        if r.skipped.is_empty() {
+            engine.note(stack, "nothing to roll back");
+        } else {
+            report.rollback = Some(r);
+        }
     } else {
         report.status = if r.complete() {
             StackStatus::Succeeded

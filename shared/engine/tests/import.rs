@@ -302,10 +302,29 @@ async fn a_rollback_after_an_import_leaves_the_adopted_resources_alone() {
         .position(|e| matches!(e.event, Event::ResourceImported { .. }))
         .unwrap();
     assert!(marked < first_import, "marked before any state is recorded");
-    rollback_stack(rig.engine.clone(), "app").await.unwrap();
+    let rolled = rollback_stack(rig.engine.clone(), "app").await.unwrap();
     let world = rig.cloud.world();
     assert!(world.contains_key(&a), "the adopted A stays");
     assert!(world.contains_key(&other));
+    // Issue 24 item 5: the rollback says what it skips, and names the B the failed deploy
+    // made, which stays in AWS outside the records.
+    let (b_made, _) = rig
+        .cloud
+        .world()
+        .into_iter()
+        .find(|(id, t)| t.logical_id == "B" && *id != other)
+        .expect("the failed deploy's B");
+    let skipped = &rolled.rollback.as_ref().expect("a rollback").skipped;
+    let ids: Vec<&str> = skipped.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["A", "B"], "{skipped:?}");
+    assert!(skipped[1].1.contains(&b_made) && skipped[1].1.contains("left in AWS"));
+    let notes: Vec<String> = rig
+        .lines
+        .all()
+        .into_iter()
+        .filter(|l| l.contains("rollback skips"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
     let state = rig.state("app").await;
     assert_eq!(state.resources["A"].physical_id, a);
     assert_eq!(state.resources["B"].physical_id, other);
