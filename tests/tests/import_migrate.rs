@@ -83,9 +83,14 @@ fn stackflow_template(p: &str) -> String {
 /// module's docs) else with Retain from the start; its physical ids by logical id, the
 /// nested stack's included.
 async fn create(cfn: &Cfn, name: &str, protect: bool) -> Vec<(String, String)> {
+    create_as(cfn, name, protect, !protect).await
+}
+
+/// [`create`], with `DeletionPolicy: Retain` from the start or not (`retain`).
+async fn create_as(cfn: &Cfn, name: &str, protect: bool, retain: bool) -> Vec<(String, String)> {
     cfn.create_stack()
         .stack_name(name)
-        .template_body(cloudformation_template(name, !protect))
+        .template_body(cloudformation_template(name, retain))
         .enable_termination_protection(protect)
         .send()
         .await
@@ -160,46 +165,72 @@ async fn all_exist(emu: &Emulator, ids: &[(String, String)]) {
     }
 }
 
+/// A CloudFormation stack made as [`create_as`] says, and a session with stackflow's
+/// template of it, ready to migrate.
+struct Migrating {
+    cfn: Cfn,
+    session: Session,
+    name: String,
+    path: String,
+    ids: Vec<(String, String)>,
+}
+
+impl Migrating {
+    async fn start(session_name: &str, protect: bool, retain: bool) -> Migrating {
+        let emu = Emulator::shared().await;
+        let cfn = Cfn::new(&emu.sdk_config().await);
+        let name = unique_name("mig");
+        let ids = create_as(&cfn, &name, protect, retain).await;
+        let session = session(emu, session_name);
+        let path = session.template("v1", &name, &stackflow_template(&name));
+        Migrating {
+            cfn,
+            session,
+            name,
+            path,
+            ids,
+        }
+    }
+
+    /// `import --migrate-from-cloudformation` of the stack.
+    fn args(&self) -> Vec<&str> {
+        vec![
+            "import",
+            &self.path,
+            "--stack",
+            &self.name,
+            "--migrate-from-cloudformation",
+        ]
+    }
+}
+
 const ADOPTED: [&str; 5] = ["Topic", "Queue", "Param", "InnerQueue", "InnerParam"];
 
 #[tokio::test]
 async fn a_cloudformation_stack_with_a_nested_stack_is_taken_over() {
     let emu = Emulator::shared().await;
-    let cfn = Cfn::new(&emu.sdk_config().await);
-    let name = unique_name("mig");
-    let ids = create(&cfn, &name, false).await;
-    let s = session(emu, "takeover");
-    let path = s.template("v1", &name, &stackflow_template(&name));
-
-    let report = s.json(
-        &[
-            "import",
-            &path,
-            "--stack",
-            &name,
-            "--migrate-from-cloudformation",
-        ],
-        0,
-    );
+    let m = Migrating::start("takeover", false, true).await;
+    let (s, name, ids) = (&m.session, m.name.as_str(), &m.ids);
+    let report = s.json(&m.args(), 0);
     for id in ADOPTED {
         let row = import_row(&report, id);
         assert_eq!(row["status"], "imported", "{id}: {report:#}");
-        assert_eq!(row["physicalId"], id_of(&ids, id), "{id}: {report:#}");
+        assert_eq!(row["physicalId"], id_of(ids, id), "{id}: {report:#}");
     }
     let migration = &report["migration"];
     assert_eq!(migration["outcome"], "deleted", "{report:#}");
     assert_eq!(migration["retained"].as_array().unwrap().len(), 5);
-    assert_eq!(stack_status(&cfn, &name).await, None, "the stack is gone");
-    all_exist(emu, &ids).await;
+    assert_eq!(stack_status(&m.cfn, name).await, None, "the stack is gone");
+    all_exist(emu, ids).await;
 
     // stackflow alone manages them now: the same template creates nothing.
-    let deploy = s.json(&["deploy", &path], 0);
+    let deploy = s.json(&["deploy", &m.path], 0);
     let d = &deploy["stacks"][0];
     for key in ["created", "replaced", "deleted"] {
         assert_eq!(d[key], 0, "{key}: {deploy:#}");
     }
-    assert!(!s.events_text(&name).contains("ResourceCreated"));
-    all_exist(emu, &ids).await;
+    assert!(!s.events_text(name).contains("ResourceCreated"));
+    all_exist(emu, ids).await;
 }
 
 #[tokio::test]
@@ -272,4 +303,28 @@ async fn a_stack_that_cannot_be_deleted_keeps_retain_and_the_import_says_what_to
     // stackflow's records hold them: the same template creates nothing.
     let deploy = s.json(&["deploy", &path], 0);
     assert_eq!(deploy["stacks"][0]["created"], 0, "{deploy:#}");
+}
+
+/// Issue 24 item 7: the emulator's CloudFormation keeps the policies a stack was created
+/// with, so its delete takes the resources the migration set Retain on. The migration
+/// reads each adopted resource back after the delete: it names every one that is gone,
+/// exits 1 and says how to recover, and never reports them retained.
+#[tokio::test]
+async fn resources_the_delete_took_are_named_not_reported_retained() {
+    let m = Migrating::start("lost", false, false).await;
+    let report = m.session.json(&m.args(), 1);
+    let migration = &report["migration"];
+    assert_eq!(migration["outcome"], "resources-lost", "{report:#}");
+    let lost: Vec<&str> = migration["lost"]
+        .as_array()
+        .expect("lost")
+        .iter()
+        .filter_map(|l| l.as_str()?.split(' ').next())
+        .collect();
+    for id in ADOPTED {
+        assert!(lost.contains(&id), "{id} is named: {report:#}");
+    }
+    let message = migration["message"].as_str().unwrap_or_default();
+    assert!(message.contains("stackflow deploy"), "{message}");
+    assert!(!message.contains("were retained"), "{message}");
 }

@@ -33,6 +33,9 @@ struct CfnInner {
     calls: Vec<String>,
     fail_update: Option<String>,
     fail_delete: bool,
+    /// The delete takes every resource with it, Retain or not (as the emulator's
+    /// CloudFormation, which keeps the policies a stack was created with).
+    ignore_retain: bool,
 }
 
 /// CloudFormation, faked over the fake cloud.
@@ -93,7 +96,7 @@ impl FakeCfn {
         for r in &stack.resources {
             let policy = &stack.template["Resources"][&r.logical_id]["DeletionPolicy"];
             let Some(p) = &r.physical_id else { continue };
-            if policy == "Retain" {
+            if policy == "Retain" && !inner.ignore_retain {
                 continue;
             }
             if r.resource_type == STACK_TYPE {
@@ -593,13 +596,14 @@ async fn a_failed_update_leaves_the_stack_managing_the_resources_and_says_so() {
     assert_eq!(rig.cloud.world().len(), 3);
 }
 
-#[tokio::test]
-async fn a_failed_delete_says_retain_is_set_and_how_to_finish() {
+/// [`app`]'s world and its CloudFormation stack `app`, the fake set up by `setup`, then
+/// migrated: the rig, the fake and the report.
+async fn migrate_app(setup: impl FnOnce(&mut CfnInner)) -> (Rig, Arc<FakeCfn>, ImportReport) {
     let rig = Rig::new();
     app_world(&rig);
     let cfn = FakeCfn::new(&rig.cloud);
     cfn.stack("app", app_source(), APP_IDS);
-    cfn.inner.lock().unwrap().fail_delete = true;
+    setup(&mut cfn.inner.lock().unwrap());
     let report = import_stack(
         rig.engine.clone(),
         input("app", app()),
@@ -607,6 +611,12 @@ async fn a_failed_delete_says_retain_is_set_and_how_to_finish() {
     )
     .await
     .unwrap();
+    (rig, cfn, report)
+}
+
+#[tokio::test]
+async fn a_failed_delete_says_retain_is_set_and_how_to_finish() {
+    let (rig, cfn, report) = migrate_app(|f| f.fail_delete = true).await;
     let m = report.migration.clone().unwrap();
     assert_eq!(m.outcome, MigrationOutcome::DeleteFailed);
     for said in [
@@ -697,4 +707,29 @@ async fn a_missing_source_stack_is_an_error_before_anything_is_recorded() {
         "{err}"
     );
     assert!(rig.events("app").await.is_empty());
+}
+
+/// Issue 24 item 7: a migration reads every adopted resource back after the delete; one
+/// the delete took although Retain was set is named, the import exits 1 and says how to
+/// recover, never "retained".
+#[tokio::test]
+async fn resources_the_delete_took_despite_retain_are_named() {
+    let (_, _, report) = migrate_app(|f| f.ignore_retain = true).await;
+    let m = report.migration.clone().unwrap();
+    assert_eq!(m.outcome, MigrationOutcome::ResourcesLost, "{m:#?}");
+    assert_eq!(report.exit_code(), 1);
+    let lost: Vec<&str> = m
+        .lost
+        .iter()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(lost, ["Orders", "Jobs", "Setting"], "{m:#?}");
+    for said in [
+        "although they had DeletionPolicy: Retain",
+        "stackflow deploy",
+        "backup",
+    ] {
+        assert!(m.message.contains(said), "{said:?} not in {}", m.message);
+    }
+    assert!(!m.message.contains("were retained"), "{}", m.message);
 }

@@ -110,6 +110,7 @@ pub fn render(report: &ImportReport, path: &str) -> String {
             MigrationOutcome::Deleted => "Migrated",
             MigrationOutcome::Untouched => "NOT migrated",
             MigrationOutcome::RetainFailed | MigrationOutcome::DeleteFailed => "Migration FAILED",
+            MigrationOutcome::ResourcesLost => "Migrated, RESOURCES LOST",
         };
         let _ = writeln!(
             out,

@@ -15,6 +15,9 @@ use serde::Serialize;
 use serde_json::Value;
 use stackflow_core::template::parse_text;
 use stackflow_events::EventStore;
+use stackflow_events::event::ProviderKind;
+use stackflow_events::projection::ResourceState;
+use stackflow_providers::provider::CurrentState;
 
 use super::migrate::{MigrateFrom, Source, live, recorded_physical_ids};
 use crate::engine::Engine;
@@ -35,6 +38,9 @@ pub enum MigrationOutcome {
     RetainFailed,
     /// Retain was set everywhere, but deleting the stack failed.
     DeleteFailed,
+    /// The stack was deleted, and took adopted resources with it although Retain was set
+    /// (read back after the delete: they are gone).
+    ResourcesLost,
 }
 
 /// The CloudFormation side of a migration.
@@ -47,6 +53,10 @@ pub struct MigrationReport {
     pub outcome: MigrationOutcome,
     /// The resources given `DeletionPolicy: Retain`, as `stack/logical id`.
     pub retained: Vec<String>,
+    /// Adopted resources that were gone once the stack was deleted, as `logical id
+    /// (physical id)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
     /// What happened, and what to do when it did not finish.
     pub message: String,
 }
@@ -57,6 +67,7 @@ impl MigrationReport {
             source: source.stack.clone(),
             outcome,
             retained: vec![],
+            lost: vec![],
             message,
         }
     }
@@ -183,14 +194,61 @@ pub(crate) async fn retire<S: EventStore + 'static>(
         );
         return report;
     }
+    report.lost = gone_after_delete(engine, stack).await;
+    if !report.lost.is_empty() {
+        report.outcome = MigrationOutcome::ResourcesLost;
+        report.message = format!(
+            "CloudFormation stack {root} was deleted, and it deleted {} resource(s) stackflow \
+             adopted although they had DeletionPolicy: Retain (read back after the delete): \
+             {}. They are gone from AWS; stackflow's records of stack {stack} still hold them, \
+             so `stackflow drift --stack {stack}` reports them deleted and `stackflow deploy` \
+             creates them again (their data is not restored: recover it from a backup).",
+            report.lost.len(),
+            report.lost.join(", "),
+            root = source.stack
+        );
+        return report;
+    }
     report.message = format!(
         "CloudFormation stack {} was deleted; the {} resources stackflow adopted were retained \
-         and stackflow alone manages them now.{}",
+         (each read back in AWS after the delete) and stackflow alone manages them now.{}",
         source.stack,
         report.retained.len() - decision.custom.len(),
         custom_note(&decision.custom)
     );
     report
+}
+
+/// The resources of stackflow's `stack` (and of its nested stacks) that AWS no longer
+/// has, read back one by one after the CloudFormation stack was deleted: `logical id
+/// (physical id)`. A resource that cannot be read is not counted as gone.
+async fn gone_after_delete<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+) -> Vec<String> {
+    let Ok(recorder) =
+        crate::recorder::Recorder::load(engine.store.clone(), engine.stream(stack)).await
+    else {
+        return vec![];
+    };
+    let resources: Vec<(String, ResourceState)> = recorder
+        .state()
+        .resources
+        .iter()
+        .map(|(id, r)| (id.clone(), r.clone()))
+        .collect();
+    let mut gone = Vec::new();
+    for (id, r) in resources {
+        if r.provider == ProviderKind::NestedStack {
+            gone.extend(Box::pin(gone_after_delete(engine, &r.physical_id)).await);
+            continue;
+        }
+        let request = crate::observe::read_request(stack, &id, &r);
+        if crate::observe::read_now(engine, &request, r.provider).await == CurrentState::NotFound {
+            gone.push(format!("{id} ({})", r.physical_id));
+        }
+    }
+    gone
 }
 
 /// Why the source must be left as it is, if it must.
