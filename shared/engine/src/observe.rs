@@ -94,9 +94,10 @@ pub(crate) async fn resolved_refs<S: EventStore + 'static>(
 }
 
 /// Seed 003: a deploy that changes nothing clears the `***` positions of a baseline that
-/// the resource's own references confirm now ([`confirm_masked`]). Best effort: it takes
-/// the stack's lock only when there is something to clear, and any failure leaves the
-/// masks as they are. Returns how many baselines were cleared.
+/// the resource's own references confirm now ([`confirm_masked`]), and reads the baseline
+/// of each resource that has none yet ([`missing_baselines`]). Best effort: it takes the
+/// stack's lock only when there is something to record, and any failure leaves the
+/// baselines as they are. Returns how many baselines were recorded.
 pub(crate) async fn confirm_masks<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     stack: &str,
@@ -119,7 +120,8 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
             })
             .collect()
     };
-    let mut cleared = Vec::new();
+    let state = recorder.state().clone();
+    let mut cleared = missing_baselines(engine, stack, &state).await;
     for (id, r, observed) in candidates {
         let CurrentState::Found(aws) =
             read_now(engine, &read_request(stack, &id, &r), r.provider).await
@@ -163,6 +165,35 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
     }
     let _ = crate::destroy::release(recorder, &run).await;
     n
+}
+
+/// The baselines of the resources of `state` that have none (a read that failed when they
+/// were made or imported), read now: seed 003's refresh at the start of a deploy. Custom
+/// resources and nested stacks have nothing to read; a read that fails again leaves the
+/// resource without one.
+pub(crate) async fn missing_baselines<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    state: &stackflow_events::projection::StackState,
+) -> Vec<(String, Map<String, Value>)> {
+    if baselines_off() {
+        return vec![];
+    }
+    let missing: Vec<(String, ResourceState)> = state
+        .resources
+        .iter()
+        .filter(|(_, r)| r.baseline.is_none())
+        .filter(|(_, r)| !matches!(r.provider, ProviderKind::Custom | ProviderKind::NestedStack))
+        .map(|(id, r)| (id.clone(), r.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for (id, r) in missing {
+        let current = read_now(engine, &read_request(stack, &id, &r), r.provider).await;
+        if let Some(Baseline::Recorded { observed }) = baseline_of(&r.properties, &current) {
+            out.push((id, observed));
+        }
+    }
+    out
 }
 
 /// The baseline of a resource recorded with `recorded` properties (secrets as their

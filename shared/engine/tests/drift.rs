@@ -483,3 +483,34 @@ async fn a_secret_that_cannot_be_read_is_not_compared() {
     assert_eq!(report.exit_code(), 2);
     no_plaintext_in_the_log(&rig).await;
 }
+
+/// Issue 24 item 6 (seed 003's refresh at the start of a deploy): a baseline read that
+/// failed is tried again by the deploys that follow, those that change something and
+/// those that change nothing.
+#[tokio::test]
+async fn a_missing_baseline_is_filled_in_by_a_later_deploy() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    // The read after this update fails: the update leaves the topic without a baseline.
+    rig.cloud.set_unreadable(&topic, true);
+    deploy_ok(&rig, &input("app", template("Orders v2"))).await;
+    assert_eq!(rig.state("app").await.resources["Topic"].baseline, None);
+    // A deploy that changes nothing reads it again once AWS answers.
+    rig.cloud.set_unreadable(&topic, false);
+    let r = support::deploy(&rig, &input("app", template("Orders v2"))).await;
+    assert_eq!(r.status, stackflow_engine::StackStatus::NoChanges);
+    assert_eq!(observed(&rig, "Topic").await["DisplayName"], "Orders v2");
+    assert!(rig.lock_holder("app").await.is_none());
+
+    // And a deploy that changes something else.
+    rig.cloud.set_unreadable(&topic, true);
+    deploy_ok(&rig, &input("app", template("Orders v3"))).await;
+    assert_eq!(rig.state("app").await.resources["Topic"].baseline, None);
+    rig.cloud.set_unreadable(&topic, false);
+    let mut other = template("Orders v3");
+    other["Resources"]["Param"]["Properties"]["Type"] = json!("StringList");
+    deploy_ok(&rig, &input("app", other)).await;
+    assert_eq!(observed(&rig, "Topic").await["DisplayName"], "Orders v3");
+    no_plaintext_in_the_log(&rig).await;
+}

@@ -83,6 +83,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         (outputs, exports): Resolved,
     ) -> Result<IndexMap<String, Value>, EngineError> {
         self.observations.settle().await;
+        self.fill_baselines().await?;
         self.recorder
             .append(
                 run_key(&self.deploy_id, RunEvent::Completed),
@@ -101,6 +102,27 @@ impl<S: EventStore + 'static> Deployment<S> {
             tracing::warn!(stack = self.stack(), error = %e, "no snapshot written");
         }
         Ok(outputs)
+    }
+
+    /// Seed 003: the resources still without a baseline (a read that failed now or in an
+    /// earlier deploy or import) are read once more, and what is read is recorded.
+    async fn fill_baselines(&self) -> Result<(), EngineError> {
+        let state = self.recorder.state().clone();
+        for (id, observed) in
+            crate::observe::missing_baselines(&self.engine, self.stack(), &state).await
+        {
+            self.recorder
+                .append(
+                    format!("{}/filled/{id}", self.deploy_id),
+                    Event::BaselineRecorded {
+                        logical_id: id,
+                        baseline: stackflow_events::event::Baseline::Recorded { observed },
+                    },
+                    &self.holds(),
+                )
+                .await?;
+        }
+        Ok(())
     }
 
     async fn release(&self) -> Result<(), EngineError> {
