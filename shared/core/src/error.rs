@@ -207,9 +207,52 @@ impl fmt::Display for Path {
     }
 }
 
+/// The one of `candidates` closest to `name`, when one is close enough to be what was
+/// meant (a typo: at most a third of its letters differ, one at least), for a "did you
+/// mean" in a message.
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (name.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, c)| (*d, *c))
+        .map(|(_, c)| c)
+}
+
+/// The edit distance of `a` and `b` (insertions, deletions, substitutions; ASCII case
+/// counts as a difference).
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut last = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(last + usize::from(ca != *cb));
+            last = here;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_typo_finds_what_was_meant_and_nothing_far_is_offered() {
+        let names = ["Queue", "Topic", "QueuePolicy", "Env"];
+        assert_eq!(closest("Queu", names), Some("Queue"));
+        assert_eq!(closest("Topik", names), Some("Topic"));
+        assert_eq!(closest("queue", names), Some("Queue"));
+        assert_eq!(closest("Bucket", names), None);
+        assert_eq!(closest("Ev", names), Some("Env"));
+        assert_eq!(closest("X", names), None);
+    }
 
     #[test]
     fn path_display_uses_dots_and_brackets() {

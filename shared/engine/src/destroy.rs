@@ -99,6 +99,14 @@ impl<S: EventStore + 'static> Destroy<S> {
         report: &mut StackReport,
     ) -> Result<Option<Destroy<S>>, EngineError> {
         let recorder = Arc::new(Recorder::load(engine.store.clone(), engine.stream(stack)).await?);
+        if recorder.state().seq == 0 {
+            return Err(EngineError::Other(format!(
+                "stack {stack} has no records in this store (region {}): nothing was \
+                 deployed under that name from it, so there is nothing to destroy; check \
+                 --stack, --region and --store",
+                engine.region
+            )));
+        }
         let nothing_recorded = {
             let s = recorder.state();
             s.resources.is_empty()

@@ -536,3 +536,32 @@ async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_loc
         Some(DeployStatus::Failed)
     );
 }
+
+/// Issue 27 item 5: a destroy of a stack this store never recorded (a typo in `--stack`,
+/// another region, another store) is an error that says what to check, not "nothing to
+/// destroy" and exit 0; a stack destroyed before is still a no-op.
+#[tokio::test]
+async fn a_destroy_of_a_stack_never_recorded_is_an_error() {
+    let rig = Rig::new();
+    let e = stackflow_engine::destroy_stack(rig.engine.clone(), "nosuch", options())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("stack nosuch has no records in this store")
+            && e.contains("--stack, --region and --store"),
+        "{e}"
+    );
+    assert!(rig.events("nosuch").await.is_empty(), "nothing written");
+    deploy_ok(
+        &rig,
+        &input("app", json!({ "Resources": { "T": topic("t") } })),
+    )
+    .await;
+    for _ in 0..2 {
+        let r = stackflow_engine::destroy_stack(rig.engine.clone(), "app", options())
+            .await
+            .unwrap();
+        assert!(r.failures.is_empty(), "{r:#?}");
+    }
+}

@@ -430,11 +430,21 @@ impl<'a> Resolver<'a> {
                 None => self.not_available(path, name.to_string()),
             };
         }
+        let known = self
+            .template
+            .parameters
+            .keys()
+            .chain(self.template.resources.keys())
+            .map(String::as_str);
+        let suggestion = crate::error::closest(name, known)
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
         Err(TemplateError::new(
             ErrorKind::UnresolvedReference,
             path,
             format!(
-                "`{name}` is not a parameter, a resource or a pseudo parameter of this template"
+                "`{name}` is not a parameter, a resource or a pseudo parameter of this \
+                 template{suggestion}"
             ),
         ))
     }

@@ -233,6 +233,14 @@ fn ref_errors() {
     let e = f.err(json!({"Ref": "Nothing"}));
     assert_eq!(e.kind, ErrorKind::UnresolvedReference);
     assert_eq!(e.path, "Resources.X.Properties.P.Ref");
+    assert!(!e.message.contains("did you mean"), "{e}");
+    // A typo of a resource's name says which one was meant.
+    let e = f.err(json!({"Ref": "Buckt"}));
+    assert!(
+        e.message
+            .ends_with("of this template (did you mean `Bucket`?)"),
+        "{e}"
+    );
     let e = f.err(json!({"Ref": "DevOnly"}));
     assert_eq!(e.kind, ErrorKind::UnresolvedReference);
     assert!(e.message.contains("condition `IsDev` is false"), "{e}");

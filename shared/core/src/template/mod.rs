@@ -126,12 +126,21 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
         return load_assembly(path);
     }
     if !path.exists() {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let cdk_app = path.file_name().is_some_and(|n| n == "cdk.out")
+            || parent
+                .unwrap_or(FsPath::new("."))
+                .join("cdk.json")
+                .is_file();
+        let hint = if cdk_app {
+            "run `cdk synth` first: it writes the cloud assembly (cdk.out) that stackflow reads"
+        } else {
+            "give a template file (.json, .yaml, .yml, .template) or a cdk.out directory"
+        };
         return Err(
             TemplateError::new(ErrorKind::Io, "", "no such file or directory")
                 .in_file(path.display())
-                .with_hint(
-                    "give a template file (.json, .yaml, .yml, .template) or a cdk.out directory",
-                ),
+                .with_hint(hint),
         );
     }
     let template = load_template_file(path)?;
@@ -172,5 +181,8 @@ mod tests {
         assert_eq!(e.kind, ErrorKind::Io);
         assert!(e.to_string().contains("/nonexistent/t.yaml"));
         assert!(e.hint.is_some());
+        // A CDK app's missing assembly says how to make it.
+        let e = load_path(FsPath::new("/nonexistent/cdk.out")).unwrap_err();
+        assert!(e.to_string().contains("run `cdk synth` first"), "{e}");
     }
 }
