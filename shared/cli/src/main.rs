@@ -15,8 +15,23 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// The exit code of a command line that does not parse (sysexits' `EX_USAGE`): apart
+/// from 1 (failed), 2 (partial, or not compared) and 3 (locked).
+const USAGE: u8 = 64;
+
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` are answers, printed to stdout.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(USAGE);
+        }
+    };
     // The engine's handlers nest deeply (a worker's task runs a whole deploy phase: the
     // handler, the provider, the SDK), and a debug build's frames are large: on tokio's
     // default 2 MiB a worker's task overflowed its stack. Its threads get the main

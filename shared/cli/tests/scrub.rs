@@ -219,8 +219,8 @@ async fn a_clean_stack_passes_and_mistakes_are_refused_without_the_value() {
     );
     assert_eq!(
         out.status.code(),
-        Some(2),
-        "--dry-run and --rewrite conflict"
+        Some(64),
+        "--dry-run and --rewrite conflict: a usage error"
     );
 
     let out = stackflow(&dir, &["scrub", "--help"]);
