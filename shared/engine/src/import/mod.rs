@@ -319,6 +319,8 @@ async fn run<S: EventStore + 'static>(
         Some(s) => s.stacks().iter().map(|s| s.stack.clone()).collect(),
         None => vec![d.stack().to_string()],
     };
+    // One DescribeStacks per backing stack serves both checks.
+    let backing = parameters::Backing::new(d, &backing);
     refuse_unprovable(d, &backing, &mut found, &mut report).await;
     keep_refusals(d, &backing, &mut found, &mut report).await;
     record(d, found, &mut report).await?;
@@ -563,11 +565,11 @@ fn collect_strings(v: &Value, out: &mut Vec<String>) {
 /// cannot be proven equal to their Defaults (seed 003).
 async fn refuse_unprovable<S: EventStore + 'static>(
     d: &Deployment<S>,
-    backing: &[String],
+    backing: &parameters::Backing<'_, S>,
     found: &mut [Found],
     report: &mut ImportReport,
 ) {
-    let (unproven, warning) = parameters::unproven(d, backing).await;
+    let (unproven, warning) = parameters::unproven(backing).await;
     report.warnings.extend(warning);
     if unproven.is_empty() {
         return;
@@ -587,30 +589,25 @@ async fn refuse_unprovable<S: EventStore + 'static>(
 /// else tells that AWS's values hold no parameter's deployed value.
 async fn keep_refusals<S: EventStore + 'static>(
     d: &Deployment<S>,
-    backing: &[String],
+    backing: &parameters::Backing<'_, S>,
     found: &mut [Found],
     report: &mut ImportReport,
 ) {
     let unverifiable = Some(RefusalCause::UnverifiableParameter);
-    let was_refused: Vec<String> = {
+    // Refused before under the same physical id, and not refused again by this import.
+    let still_open: Vec<&mut Found> = {
         let state = d.recorder.state();
         found
-            .iter()
+            .iter_mut()
             .filter(|f| {
-                let id = &f.record.logical_id;
-                state.resources.get(id).is_some_and(|r| {
+                let before = state.resources.get(&f.record.logical_id);
+                before.is_some_and(|r| {
                     r.refused() == unverifiable && r.physical_id == f.record.physical_id
-                })
+                }) && !matches!(&f.baseline, Some(Baseline::Refused { cause }) if Some(*cause) == unverifiable)
             })
-            .map(|f| f.record.logical_id.clone())
             .collect()
     };
-    let still_open: Vec<&mut Found> = found
-        .iter_mut()
-        .filter(|f| was_refused.contains(&f.record.logical_id))
-        .filter(|f| !matches!(&f.baseline, Some(Baseline::Refused { cause }) if Some(*cause) == unverifiable))
-        .collect();
-    if still_open.is_empty() || parameters::all_proven(d, backing).await {
+    if still_open.is_empty() || parameters::all_proven(backing).await {
         return;
     }
     let mut kept = Vec::new();

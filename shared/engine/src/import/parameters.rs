@@ -10,6 +10,7 @@ use stackflow_core::template::Template;
 use stackflow_events::EventStore;
 
 use crate::deploy::Deployment;
+use crate::lookups::{DeployedParameters, LookupError};
 
 /// The parameters some resource's properties depend on (`Rules` do not count: CDK's
 /// `BootstrapVersion` is used only there). Unknown dependence counts.
@@ -55,16 +56,49 @@ pub(super) fn unprovable(
         .collect()
 }
 
+/// The CloudFormation stacks whose deployed values count, and what each answered
+/// (`DescribeStacks`, asked once per import, and only when something needs it).
+pub(super) struct Backing<'a, S> {
+    d: &'a Deployment<S>,
+    stacks: &'a [String],
+    answers: tokio::sync::OnceCell<Vec<Answer>>,
+}
+
+/// A backing stack and its deployed parameters (`None`: no such stack).
+type Answer = (String, Result<Option<DeployedParameters>, LookupError>);
+
+impl<'a, S: EventStore + 'static> Backing<'a, S> {
+    pub(super) fn new(d: &'a Deployment<S>, stacks: &'a [String]) -> Self {
+        Backing {
+            d,
+            stacks,
+            answers: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn answers(&self) -> &[Answer] {
+        self.answers
+            .get_or_init(|| async {
+                let mut out = Vec::with_capacity(self.stacks.len());
+                for stack in self.stacks {
+                    let answer = self.d.engine.lookups.deployed_parameters(stack).await;
+                    out.push((stack.clone(), answer));
+                }
+                out
+            })
+            .await
+    }
+}
+
 /// The parameters that cannot be proven, and the one warning for the stack. `backing`:
 /// the CloudFormation stacks whose deployed values count (a migration's source and each
 /// of its nested stacks; otherwise a stack with the stackflow stack's name). A parameter
 /// is proven only when every backing stack deployed with it holds its Default; a
 /// backing stack whose parameters cannot be read proves none.
 pub(super) async fn unproven<S: EventStore + 'static>(
-    d: &Deployment<S>,
-    backing: &[String],
+    backing: &Backing<'_, S>,
 ) -> (Vec<String>, Option<String>) {
-    let template = &d.input.template;
+    let template = &backing.d.input.template;
     let referenced = referenced(template);
     if referenced.is_empty() {
         return (vec![], None);
@@ -81,8 +115,8 @@ pub(super) async fn unproven<S: EventStore + 'static>(
     };
     let mut names: Vec<String> = Vec::new();
     let mut differing: Vec<&str> = Vec::new();
-    for stack in backing {
-        match d.engine.lookups.deployed_parameters(stack).await {
+    for (stack, answer) in backing.answers().await {
+        match answer {
             Ok(None) => {}
             Err(e) => {
                 let why = format!(
@@ -94,7 +128,7 @@ pub(super) async fn unproven<S: EventStore + 'static>(
                 return (referenced, Some(w));
             }
             Ok(Some(deployed)) => {
-                let these = unprovable(template, &referenced, &deployed);
+                let these = unprovable(template, &referenced, deployed);
                 if !these.is_empty() {
                     differing.push(stack);
                 }
@@ -126,20 +160,17 @@ pub(super) async fn unproven<S: EventStore + 'static>(
 /// an earlier `unverifiable-parameter` refusal (seed 003): without a stack to compare
 /// with, or with a template edited so that nothing references the parameter, the
 /// deployed value is still unknown.
-pub(super) async fn all_proven<S: EventStore + 'static>(
-    d: &Deployment<S>,
-    backing: &[String],
-) -> bool {
-    let template = &d.input.template;
+pub(super) async fn all_proven<S: EventStore + 'static>(backing: &Backing<'_, S>) -> bool {
+    let template = &backing.d.input.template;
     let mut answered = false;
-    for stack in backing {
-        match d.engine.lookups.deployed_parameters(stack).await {
+    for (_, answer) in backing.answers().await {
+        match answer {
             Ok(None) => {}
             Err(_) => return false,
             Ok(Some(deployed)) => {
                 answered = true;
                 let names: Vec<String> = deployed.iter().map(|(k, _)| k.clone()).collect();
-                if !unprovable(template, &names, &deployed).is_empty() {
+                if !unprovable(template, &names, deployed).is_empty() {
                     return false;
                 }
             }
