@@ -66,8 +66,8 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_credential_types::Credentials;
@@ -148,7 +148,7 @@ pub struct Emulator {
 struct ManagedProcess {
     wrapper_pid: u32,
     _stdin: ChildStdin,
-    _child: Child,
+    child: Mutex<Child>,
 }
 
 static SHARED: OnceLock<Result<Emulator, String>> = OnceLock::new();
@@ -201,6 +201,52 @@ impl Emulator {
     /// started (fakecloud is its child).
     pub fn wrapper_pid(&self) -> Option<u32> {
         self.process.as_ref().map(|p| p.wrapper_pid)
+    }
+
+    /// What became of the emulator, for a test whose call to it failed: whether the process
+    /// this binary started still runs (else how it ended: a `SIGKILL` with nothing in the
+    /// log is the kernel's out-of-memory killer or another process; a crash leaves its
+    /// message in the log), the memory and disk the machine has left, and the tail of its
+    /// log.
+    pub fn post_mortem(&self) -> String {
+        let Some(process) = &self.process else {
+            return format!(
+                "the emulator at {} was not started by this test binary",
+                self.endpoint
+            );
+        };
+        let state = match process.child.lock().map(|mut c| c.try_wait()) {
+            Ok(Ok(None)) => "still runs".to_string(),
+            Ok(Ok(Some(status))) => format!("has ended: {}", wrapper_status(status)),
+            Ok(Err(e)) => format!("cannot be waited for: {e}"),
+            Err(_) => "cannot be waited for (a poisoned lock)".to_string(),
+        };
+        let memory = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemAvailable:"))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "MemAvailable: unknown".into());
+        let log = self.log_path.as_deref().map(log_tail).unwrap_or_default();
+        // A full disk fails the stand-in's copies of function code, and the log's writes.
+        let disk = Command::new("df")
+            .args(["-h", "--output=avail,target"])
+            .arg(self.log_path.as_deref().unwrap_or(Path::new("/")))
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        format!(
+            "the emulator (wrapper pid {}) {state}; {}; disk: {disk}\n{log}",
+            process.wrapper_pid,
+            memory.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
     }
 
     /// SDK configuration for the emulator: its endpoint, region `us-east-1`,
@@ -358,7 +404,7 @@ impl Emulator {
                     process: Some(ManagedProcess {
                         wrapper_pid: child.id(),
                         _stdin: stdin,
-                        _child: child,
+                        child: Mutex::new(child),
                     }),
                 });
             }
@@ -517,6 +563,19 @@ fn health_check(port: u16) -> Option<Option<String>> {
         .ok()
         .and_then(|json| json.get("version")?.as_str().map(str::to_string));
     Some(version)
+}
+
+/// The wrapper exits with fakecloud's status: a shell reports a death by signal N as
+/// 128 + N.
+fn wrapper_status(status: std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(137) => "fakecloud was killed (SIGKILL, exit 137)".into(),
+        Some(code) if code > 128 => {
+            format!("fakecloud died of signal {} (exit {code})", code - 128)
+        }
+        Some(code) => format!("fakecloud exited with {code}"),
+        None => format!("the wrapper itself ended: {status}"),
+    }
 }
 
 fn log_tail(log_path: &Path) -> String {

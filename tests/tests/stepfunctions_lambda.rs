@@ -28,6 +28,7 @@ use stackflow_tests::{Emulator, unique_name};
 use sfn::{input, template};
 
 struct LambdaRig {
+    emu: &'static Emulator,
     sfn: aws_sdk_sfn::Client,
     s3: aws_sdk_s3::Client,
     sqs: aws_sdk_sqs::Client,
@@ -78,6 +79,7 @@ async fn lambda_rig() -> LambdaRig {
         machines.insert(*name, arn);
     }
     LambdaRig {
+        emu,
         sfn,
         s3: emu.s3().await,
         sqs: aws_sdk_sqs::Client::new(&config),
@@ -88,6 +90,11 @@ async fn lambda_rig() -> LambdaRig {
 }
 
 impl LambdaRig {
+    /// Fails the test on a call the emulator did not answer, saying what became of it.
+    fn lost(&self, error: impl std::fmt::Debug) -> ! {
+        panic!("{error:?}\n{}", self.emu.post_mortem())
+    }
+
     /// Starts `machine` and waits for its end: status, error and cause (with the history's
     /// task failures), and how long it took.
     async fn run(
@@ -104,7 +111,7 @@ impl LambdaRig {
             .input(execution_input.to_string())
             .send()
             .await
-            .unwrap()
+            .unwrap_or_else(|e| self.lost(e))
             .execution_arn;
         for _ in 0..3000 {
             let d = self
@@ -113,7 +120,7 @@ impl LambdaRig {
                 .execution_arn(&arn)
                 .send()
                 .await
-                .unwrap();
+                .unwrap_or_else(|e| self.lost(e));
             if d.status != ExecutionStatus::Running {
                 let mut error = format!("{:?}: {:?}", d.error, d.cause);
                 let history = self
@@ -123,7 +130,7 @@ impl LambdaRig {
                     .max_results(1000)
                     .send()
                     .await
-                    .unwrap();
+                    .unwrap_or_else(|e| self.lost(e));
                 for e in history.events() {
                     if let Some(f) = e.lambda_function_failed_event_details() {
                         error.push_str(&format!("\n{:?} {:?}", f.error(), f.cause()));
