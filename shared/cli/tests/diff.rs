@@ -155,3 +155,53 @@ fn help_lists_only_what_works() {
         format!("stackflow {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// Issue 27 item 5: a misspelled type or property is named, with what was meant, before any
+/// AWS call, and every such problem of the template at once.
+#[test]
+fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
+    let dir = std::env::temp_dir().join(format!("stackflow-typos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("typos.yaml");
+    std::fs::write(
+        &file,
+        "Resources:\n\
+         \x20 Alerts:\n\
+         \x20   Type: AWS::SNS::Topik\n\
+         \x20 Orders:\n\
+         \x20   Type: AWS::SQS::Queue\n\
+         \x20   Properties:\n\
+         \x20     VisibilityTimout: 30\n\
+         \x20     Colour: blue\n\
+         \x20     QueueName: orders\n\
+         \x20 Hook:\n\
+         \x20   Type: Custom::Anything\n\
+         \x20   Properties:\n\
+         \x20     ServiceToken: arn:aws:lambda:eu-west-1:123456789012:function:f\n\
+         \x20     Whatever: 1\n",
+    )
+    .unwrap();
+    let out = stackflow(&["diff", file.to_str().unwrap(), "--stack", "typos", "--fail"]);
+    let stdout = text(&out.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("A deploy of typos would stop before changing anything:"),
+        "{stdout}"
+    );
+    for line in [
+        "Resources.Alerts: no provider can handle AWS::SNS::Topik: it has no SDK provider and \
+         Cloud Control does not know it (did you mean `AWS::SNS::Topic`?)",
+        "Resources.Orders.Properties.VisibilityTimout: AWS::SQS::Queue has no property \
+         VisibilityTimout (did you mean `VisibilityTimeout`?)",
+        "Resources.Orders.Properties.Colour: AWS::SQS::Queue has no property Colour",
+    ] {
+        assert!(
+            stdout.contains(&format!("  - {line}\n")),
+            "{line}\n{stdout}"
+        );
+    }
+    // A custom resource takes any property; a known property is not named.
+    assert!(!stdout.contains("no property Whatever"), "{stdout}");
+    assert!(!stdout.contains("no property QueueName"), "{stdout}");
+}

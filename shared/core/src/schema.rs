@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 
+use crate::error::closest;
+
 /// The embedded, generated schema data (see `data/gen_schemas.py`).
 const SCHEMAS_JSON: &str = include_str!("../data/schemas.json");
 
@@ -63,6 +65,51 @@ impl ResourceSchema {
     /// [`ResourceSchema::requires_replacement`]).
     pub fn is_write_only(&self, path: &[&str]) -> bool {
         any_overlaps(&self.write_only, path)
+    }
+
+    /// True when `Fn::GetAtt` can name `attribute` (`Arn`, `Endpoint.Address`) on this
+    /// type: a value the service reports, or a property (CloudFormation returns some
+    /// properties as attributes, `QueueName` of a queue).
+    pub fn has_attribute(&self, attribute: &str) -> bool {
+        let first = attribute.split('.').next().unwrap_or(attribute);
+        let path = attribute.replace('.', "/");
+        self.properties.iter().any(|p| p == first)
+            || self
+                .read_only
+                .iter()
+                .any(|r| *r == path || r.split('/').next() == Some(first))
+    }
+
+    /// The attribute `Fn::GetAtt` likely meant by an `attribute` this type does not have.
+    pub fn closest_attribute(&self, attribute: &str) -> Option<String> {
+        let names: Vec<String> = self
+            .read_only
+            .iter()
+            .filter(|r| !r.contains('*'))
+            .map(|r| r.replace('/', "."))
+            .chain(self.properties.iter().cloned())
+            .collect();
+        closest(attribute, names.iter().map(String::as_str)).map(str::to_string)
+    }
+
+    /// The names in `keys` (a resource's top-level property names) that this type has
+    /// neither as a property nor as a value the service reports: CloudFormation refuses
+    /// them. Each comes with the property that was likely meant, when one is close.
+    pub fn unknown_properties<'a>(
+        &'a self,
+        keys: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<(&'a str, Option<&'a str>)> {
+        let known = |k: &str| {
+            self.properties.iter().any(|p| p == k)
+                || self
+                    .read_only
+                    .iter()
+                    .any(|p| p.split('/').next() == Some(k))
+        };
+        keys.into_iter()
+            .filter(|k| !known(k))
+            .map(|k| (k, closest(k, self.properties.iter().map(String::as_str))))
+            .collect()
     }
 }
 
@@ -154,6 +201,12 @@ pub fn known_types() -> impl Iterator<Item = &'static str> {
     data().types.keys().map(String::as_str)
 }
 
+/// The known type that an unknown `type_name` likely meant (`AWS::SNS::Topik` ->
+/// `AWS::SNS::Topic`), for a "did you mean" in a message.
+pub fn closest_type(type_name: &str) -> Option<&'static str> {
+    closest(type_name, known_types())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +225,46 @@ mod tests {
         let n = known_types().count();
         assert!(n > 1500, "only {n} types");
         assert!(known_types().any(|t| t == "AWS::SQS::Queue"));
+    }
+
+    #[test]
+    fn a_misspelled_property_is_named_with_what_was_meant() {
+        let q = get("AWS::SQS::Queue");
+        let found =
+            q.unknown_properties(["VisibilityTimout", "QueueName", "Tags", "Arn", "Colour"]);
+        assert_eq!(
+            found,
+            [
+                ("VisibilityTimout", Some("VisibilityTimeout")),
+                ("Colour", None)
+            ]
+        );
+        // A read-only value nested under a top-level name (an RDS endpoint's address).
+        let db = get("AWS::RDS::DBInstance");
+        assert!(db.unknown_properties(["Endpoint", "Engine"]).is_empty());
+    }
+
+    #[test]
+    fn attributes_are_reported_values_and_properties() {
+        let q = get("AWS::SQS::Queue");
+        assert!(q.has_attribute("Arn"));
+        assert!(q.has_attribute("QueueUrl"));
+        assert!(q.has_attribute("QueueName"));
+        assert!(!q.has_attribute("Arm"));
+        assert_eq!(q.closest_attribute("Arm").as_deref(), Some("Arn"));
+        let db = get("AWS::RDS::DBInstance");
+        assert!(db.has_attribute("Endpoint.Address"));
+        assert_eq!(
+            db.closest_attribute("Endpoint.Adress").as_deref(),
+            Some("Endpoint.Address")
+        );
+    }
+
+    #[test]
+    fn a_misspelled_type_is_matched_to_a_known_one() {
+        assert_eq!(closest_type("AWS::SNS::Topik"), Some("AWS::SNS::Topic"));
+        assert_eq!(closest_type("AWS::SQS::Queu"), Some("AWS::SQS::Queue"));
+        assert_eq!(closest_type("Custom::MyThing"), None);
     }
 
     #[test]

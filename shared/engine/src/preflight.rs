@@ -9,9 +9,11 @@ use std::sync::Arc;
 use serde_json::Value;
 use stackflow_core::intrinsics::as_unknown;
 use stackflow_core::plan::{Action, Plan, Reason, ResourcePlan};
+use stackflow_core::schema;
 use stackflow_core::stateful::holds_data;
 use stackflow_events::EventStore;
 use stackflow_events::projection::StackState;
+use stackflow_providers::registry::is_custom_type;
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::secrets::check_dynamic;
@@ -66,6 +68,31 @@ fn destroys_data(r: &ResourcePlan) -> Option<String> {
     ))
 }
 
+/// A line for each property of `r` that its type's schema does not have (CloudFormation
+/// refuses them; Cloud Control would fail at this resource, after others were made), with
+/// the property meant when one is close. Custom resources take any property.
+fn unknown_properties(r: &ResourcePlan) -> Vec<String> {
+    if is_custom_type(&r.resource_type) {
+        return Vec::new();
+    }
+    let Some(schema) = schema::schema(&r.resource_type) else {
+        return Vec::new();
+    };
+    schema
+        .unknown_properties(r.properties.keys().map(String::as_str))
+        .into_iter()
+        .map(|(name, meant)| {
+            let hint = meant
+                .map(|m| format!(" (did you mean `{m}`?)"))
+                .unwrap_or_default();
+            format!(
+                "Resources.{}.Properties.{name}: {} has no property {name}{hint}",
+                r.logical_id, r.resource_type
+            )
+        })
+        .collect()
+}
+
 /// What would make a deploy of `input` with `plan` fail: one line per problem, each with
 /// its template path. A replacement that destroys data is one unless `allow_stateful`.
 pub fn problems<S: EventStore + 'static>(
@@ -93,6 +120,7 @@ pub fn problems<S: EventStore + 'static>(
         if let Err(why) = engine.route(&r.resource_type, &r.properties, recorded, ctx) {
             out.push(format!("{at}: {why}"));
         }
+        out.extend(unknown_properties(r));
         if let Err(why) = check_dynamic(&r.properties) {
             out.push(format!("{at}.Properties: {why}"));
         }

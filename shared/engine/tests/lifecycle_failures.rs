@@ -481,7 +481,8 @@ async fn a_crash_between_completed_and_released_leaves_no_lock() {
 }
 
 /// A deploy whose output cannot be resolved (an attribute the provider did not return, as
-/// an instance's `PublicDnsName` without a public address) fails cleanly: recorded, rolled
+/// an instance's `PublicDnsName` without a public address; here a topic's `TopicArn`, which
+/// the fake cloud never answers) fails cleanly: recorded, rolled
 /// back, the lock released; it does not stop with the stack in progress and locked.
 #[tokio::test]
 async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_lock() {
@@ -492,7 +493,7 @@ async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_loc
         "app",
         json!({
             "Resources": { "A": queue("a", 30), "B": topic("b"), "C": topic("c") },
-            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "PublicDnsName"] } } }
+            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "TopicArn"] } } }
         }),
     );
     let report = deploy_stack(rig.engine.clone(), v2, options())
@@ -502,7 +503,7 @@ async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_loc
     assert_eq!(report.failures.len(), 1, "{report:#?}");
     assert_eq!(report.failures[0].logical_id, "Outputs.Dns");
     assert!(
-        report.failures[0].error.message.contains("PublicDnsName"),
+        report.failures[0].error.message.contains("TopicArn"),
         "{report:#?}"
     );
     assert!(report.rollback.as_ref().is_some_and(|r| r.complete()));
@@ -521,7 +522,7 @@ async fn an_output_that_cannot_be_resolved_fails_the_deploy_and_releases_the_loc
         "app",
         json!({
             "Resources": { "A": queue("a", 30), "B": topic("b"), "C": topic("c") },
-            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "PublicDnsName"] } } }
+            "Outputs": { "Dns": { "Value": { "Fn::GetAtt": ["C", "TopicArn"] } } }
         }),
     );
     let report = deploy_stack(rig.engine.clone(), v2, keep)

@@ -410,7 +410,10 @@ impl Router for Providers {
                 )),
             },
             None => Err(format!(
-                "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it"
+                "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it{}",
+                stackflow_core::schema::closest_type(resource_type)
+                    .map(|t| format!(" (did you mean `{t}`?)"))
+                    .unwrap_or_default()
             )),
         }
     }

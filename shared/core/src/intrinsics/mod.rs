@@ -475,8 +475,42 @@ impl<'a> Resolver<'a> {
         self.attributed_resource(res, path)?;
         match self.env.resource_attribute(res, attr) {
             Some(v) => Ok(Some(v)),
-            None => self.not_available(path, format!("{res}.{attr}")),
+            None => {
+                self.known_attribute(res, attr, path)?;
+                self.not_available(path, format!("{res}.{attr}"))
+            }
         }
+    }
+
+    /// Fails when the schema of `res`'s type has no attribute `attr` (a typo would
+    /// otherwise wait, as a value known after deploy, until the resource is made). Only
+    /// asked when the value is not at hand, so an attribute a provider did return is never
+    /// refused; custom resources and nested stacks return whatever they like.
+    fn known_attribute(&self, res: &str, attr: &str, path: &Path) -> Result<()> {
+        let Some(resource) = self.template.resources.get(res) else {
+            return Ok(());
+        };
+        if resource.is_custom() || resource.is_nested_stack() {
+            return Ok(());
+        }
+        let Some(schema) = crate::schema::schema(&resource.ty) else {
+            return Ok(());
+        };
+        if schema.has_attribute(attr) {
+            return Ok(());
+        }
+        let suggestion = schema
+            .closest_attribute(attr)
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        Err(TemplateError::new(
+            ErrorKind::UnresolvedReference,
+            path,
+            format!(
+                "`{res}` ({}) has no attribute `{attr}`{suggestion}",
+                resource.ty
+            ),
+        ))
     }
 
     fn get_att(&self, arg: &Value, path: &Path) -> Result<Option<Value>> {

@@ -284,6 +284,37 @@ fn get_att_both_forms() {
     );
 }
 
+/// Issue 27 item 5: an attribute the type does not have is an error with what was meant,
+/// while planning too (not a value known after deploy); one a provider returned is never
+/// refused, and custom resources and nested stacks are not checked.
+#[test]
+fn a_misspelled_attribute_is_named_with_what_was_meant() {
+    let f = fixture();
+    let e = f
+        .resolver(Mode::Plan)
+        .resolve(&json!({"Fn::GetAtt": ["Later", "TopicArm"]}), &Path::root())
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UnresolvedReference);
+    assert_eq!(
+        e.message,
+        "`Later` (AWS::SNS::Topic) has no attribute `TopicArm` (did you mean `TopicArn`?)"
+    );
+    let e = f.err(json!({"Fn::GetAtt": "Bucket.Colour"}));
+    assert_eq!(
+        e.message,
+        "`Bucket` (AWS::S3::Bucket) has no attribute `Colour`"
+    );
+    // A property is an attribute too (a topic's TopicName).
+    assert_eq!(
+        as_unknown(&f.plan(json!({"Fn::GetAtt": ["Later", "TopicName"]}))),
+        Some("Later.TopicName")
+    );
+    assert_eq!(
+        as_unknown(&f.plan(json!({"Fn::GetAtt": ["Child", "Outputs.Anything"]}))),
+        Some("Child.Outputs.Anything")
+    );
+}
+
 #[test]
 fn join_split_select() {
     let f = fixture();
