@@ -220,6 +220,13 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// ` (did you mean `X`?)` for a message, when something close was found; else nothing.
+pub fn did_you_mean(candidate: Option<impl fmt::Display>) -> String {
+    candidate
+        .map(|c| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
 /// The edit distance of `a` and `b` (insertions, deletions, substitutions; ASCII case
 /// counts as a difference).
 fn distance(a: &str, b: &str) -> usize {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
+use stackflow_core::error::did_you_mean;
 use stackflow_core::intrinsics::as_unknown;
 use stackflow_core::plan::{Action, Plan, Reason, ResourcePlan};
 use stackflow_core::schema;
@@ -82,9 +83,7 @@ fn unknown_properties(r: &ResourcePlan) -> Vec<String> {
         .unknown_properties(r.properties.keys().map(String::as_str))
         .into_iter()
         .map(|(name, meant)| {
-            let hint = meant
-                .map(|m| format!(" (did you mean `{m}`?)"))
-                .unwrap_or_default();
+            let hint = did_you_mean(meant);
             format!(
                 "Resources.{}.Properties.{name}: {} has no property {name}{hint}",
                 r.logical_id, r.resource_type

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use stackflow_core::ProviderKind;
+use stackflow_core::error::did_you_mean;
 
 use crate::aws::s3_client;
 use crate::cloudcontrol::CloudControlProvider;
@@ -411,9 +412,7 @@ impl Router for Providers {
             },
             None => Err(format!(
                 "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it{}",
-                stackflow_core::schema::closest_type(resource_type)
-                    .map(|t| format!(" (did you mean `{t}`?)"))
-                    .unwrap_or_default()
+                did_you_mean(stackflow_core::schema::closest_type(resource_type))
             )),
         }
     }

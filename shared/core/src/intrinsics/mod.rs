@@ -22,7 +22,7 @@ pub use params::{BoundParameters, bind_parameters};
 pub use pseudo::{Pseudo, partition, url_suffix};
 pub use sub::{SubPart, parse_sub};
 
-use crate::error::{ErrorKind, Path, Result, TemplateError};
+use crate::error::{ErrorKind, Path, Result, TemplateError, did_you_mean};
 use crate::limits::{MAX_DEPTH, abbreviate};
 use crate::template::{Template, type_name};
 
@@ -436,9 +436,7 @@ impl<'a> Resolver<'a> {
             .keys()
             .chain(self.template.resources.keys())
             .map(String::as_str);
-        let suggestion = crate::error::closest(name, known)
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
+        let suggestion = did_you_mean(crate::error::closest(name, known));
         Err(TemplateError::new(
             ErrorKind::UnresolvedReference,
             path,
@@ -499,10 +497,7 @@ impl<'a> Resolver<'a> {
         if schema.has_attribute(attr) {
             return Ok(());
         }
-        let suggestion = schema
-            .closest_attribute(attr)
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
+        let suggestion = did_you_mean(schema.closest_attribute(attr));
         Err(TemplateError::new(
             ErrorKind::UnresolvedReference,
             path,
