@@ -40,6 +40,28 @@ pub fn region(config: &SdkConfig) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("no AWS region is set: pass --region or set AWS_REGION"))
 }
 
+/// Why [`account_id`] failed when nothing listens where the endpoint is.
+pub const REFUSED: &str = "the endpoint refused the connection";
+/// Why [`account_id`] failed when the endpoint's host is not found.
+pub const NO_HOST: &str = "the endpoint's host name does not resolve";
+
+/// True when `why` (from [`account_id`]) says that no AWS endpoint answers at all: every
+/// call would fail the same way. A connection that dropped, or a call that timed out, is
+/// not that: it may work when tried again.
+pub fn unreachable(why: &str) -> bool {
+    why == REFUSED || why == NO_HOST
+}
+
+/// Where `config` sends STS calls, for a message: the endpoint URL it was given, else AWS's
+/// own for its region.
+pub fn endpoint(config: &SdkConfig) -> String {
+    match (config.endpoint_url(), config.region()) {
+        (Some(url), _) => url.to_string(),
+        (None, Some(region)) => format!("AWS STS in {region}"),
+        (None, None) => "AWS STS".to_string(),
+    }
+}
+
 /// The account id of the caller, from STS. `Err` carries a readable reason.
 pub async fn account_id(config: &SdkConfig) -> Result<String, String> {
     let sts = aws_sdk_sts::Client::new(config);
@@ -78,7 +100,14 @@ where
             } else if d.is_timeout() {
                 "the endpoint did not answer in time".to_string()
             } else if d.is_io() {
-                "cannot connect to the endpoint".to_string()
+                let text = text.to_lowercase();
+                if text.contains("connection refused") {
+                    REFUSED.to_string()
+                } else if text.contains("dns error") || text.contains("failed to lookup address") {
+                    NO_HOST.to_string()
+                } else {
+                    "cannot connect to the endpoint".to_string()
+                }
             } else {
                 "the request could not be sent".to_string()
             }

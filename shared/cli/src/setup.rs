@@ -69,6 +69,9 @@ impl Setup {
     }
 }
 
+/// The engine of a command that acts on AWS: when no AWS endpoint answers at all, it
+/// stops here, in seconds, naming the endpoint, instead of failing every call after
+/// retries.
 pub async fn setup(global: &GlobalArgs, cfn_fallback: bool, verbose: u8) -> anyhow::Result<Setup> {
     setup_with(
         global,
@@ -76,28 +79,32 @@ pub async fn setup(global: &GlobalArgs, cfn_fallback: bool, verbose: u8) -> anyh
         verbose,
         None,
         Some("values that use AWS::AccountId cannot be resolved"),
+        true,
     )
     .await
 }
 
-/// The engine, on `store` when given (else the configured one).
+/// The engine, on `store` when given (else the configured one). `needs_aws`: an endpoint
+/// that nobody answers at is an error (else the command goes on offline, the account
+/// unknown, saying so when `account_note` is given).
 pub async fn setup_with(
     global: &GlobalArgs,
     cfn_fallback: bool,
     verbose: u8,
     store: Option<Store>,
     account_note: Option<&str>,
+    needs_aws: bool,
 ) -> anyhow::Result<Setup> {
     let config = aws::load(global).await;
     let region = aws::region(&config)?;
-    let account = aws::account_id(&config);
-    let store = match store {
-        Some(s) => s,
-        None => Store::open(&global.store, &config, global.store_bucket.clone())?,
-    };
-    let lookups = Arc::new(AwsLookups::new(&config));
-    let account_id = match account.await {
+    // Asked before the store opens: a command stopped here leaves nothing behind.
+    let account_id = match aws::account_id(&config).await {
         Ok(id) => Some(id),
+        Err(why) if needs_aws && aws::unreachable(&why) => anyhow::bail!(
+            "cannot reach {} ({why}), so nothing was done: check --endpoint-url \
+             (AWS_ENDPOINT_URL), --region and the network",
+            aws::endpoint(&config)
+        ),
         Err(why) => {
             if let Some(what) = account_note {
                 eprintln!("note: the AWS account is unknown ({why}); {what}");
@@ -105,6 +112,11 @@ pub async fn setup_with(
             None
         }
     };
+    let store = match store {
+        Some(s) => s,
+        None => Store::open(&global.store, &config, global.store_bucket.clone())?,
+    };
+    let lookups = Arc::new(AwsLookups::new(&config));
     let providers = Arc::new(providers(global, &config, &region, account_id.as_deref()));
     let engine = Arc::new(Engine {
         store: Arc::new(store),

@@ -264,7 +264,15 @@ impl ProviderError {
                 ProviderError::Transient(format!("{what}: the call timed out"))
             }
             SdkError::DispatchFailure(failure) => {
-                ProviderError::Transient(format!("{what}: the request was not sent: {failure:?}"))
+                // Each cause's text, never the Debug dump of the connector's error.
+                let why = if failure.is_io() {
+                    "cannot connect to the endpoint"
+                } else if failure.is_timeout() {
+                    "the endpoint did not answer in time"
+                } else {
+                    "the request was not sent"
+                };
+                ProviderError::Transient(format!("{what}: {why}: {}", full_message(&error)))
             }
             SdkError::ResponseError(_) => ProviderError::Transient(format!(
                 "{what}: the response could not be read: {}",
@@ -337,6 +345,33 @@ fn full_message(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_that_was_not_sent_says_why_in_words() {
+        use aws_sdk_cloudcontrol::error::ConnectorError;
+        use aws_sdk_cloudcontrol::operation::get_resource::GetResourceError;
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e: SdkError<GetResourceError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::io(refused.into()));
+        let ProviderError::Transient(text) = ProviderError::from_sdk("GetResource", e) else {
+            panic!("a dispatch failure is transient");
+        };
+        assert_eq!(
+            text,
+            "GetResource: cannot connect to the endpoint: dispatch failure: io error: connection refused"
+        );
+        let e: SdkError<GetResourceError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::timeout("connect".into()));
+        let ProviderError::Transient(text) = ProviderError::from_sdk("GetResource", e) else {
+            panic!("a dispatch failure is transient");
+        };
+        assert!(
+            text.starts_with("GetResource: the endpoint did not answer in time: "),
+            "{text}"
+        );
+        assert!(!text.contains("ConnectorError"), "{text}");
+    }
 
     #[test]
     fn classifies_codes() {

@@ -30,6 +30,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         global.verbose,
         store,
         (!args.json).then_some("values that use AWS::AccountId show as known after deploy"),
+        false,
     )
     .await?;
     // Where the assets would be published: in a region that keeps them in stackflow's

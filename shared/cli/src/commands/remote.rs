@@ -314,6 +314,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         global.verbose,
         None,
         Some("values that use AWS::AccountId cannot be resolved"),
+        true,
     )
     .await?;
     let config = crate::aws::load(global).await;
