@@ -318,32 +318,6 @@ async fn a_killed_worker_is_replaced_and_nothing_is_made_twice() {
     assert_eq!(urls, recorded);
 }
 
-/// Whether execution `arn` scheduled a task of `activity` within a minute (fakecloud records
-/// an activity task as `TaskScheduled`, AWS as `ActivityScheduled`).
-async fn scheduled(rig: &Rig, arn: &str, activity: &str) -> bool {
-    for _ in 0..1200 {
-        let history = rig
-            .sfn
-            .get_execution_history()
-            .execution_arn(arn)
-            .max_results(1000)
-            .send()
-            .await
-            .unwrap();
-        let found = history.events().iter().any(|e| {
-            e.task_scheduled_event_details()
-                .is_some_and(|d| d.resource() == activity)
-                || e.activity_scheduled_event_details()
-                    .is_some_and(|d| d.resource() == activity)
-        });
-        if found {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 /// A gate whose release was missed (here: the token the dependency's action finds in S3 is
 /// not the gate's any more) times out at its heartbeat, and its retry runs the gate
 /// handler again: it stores its new token, finds the dependency done and releases itself.
@@ -386,7 +360,7 @@ async fn a_missed_gate_release_heals_at_the_gates_heartbeat() {
     // gates stops: on a loaded machine A's gate can come after B's, and then nothing runs it
     // until A is done, which it never is.
     assert!(
-        scheduled(&rig, &arn, &rig.activities["Provision"]).await,
+        rig.scheduled(&arn, &rig.activities["Provision"]).await,
         "A's action was scheduled"
     );
     // No gate runs again until A is done; the release of B is missed: A's action finds

@@ -337,6 +337,33 @@ impl Rig {
 
     /// Waits until the execution `arn` has entered the state `name` (at most a minute).
     pub async fn entered(&self, arn: &str, name: &str) -> bool {
+        self.history_shows(arn, |e| {
+            e.state_entered_event_details()
+                .is_some_and(|d| d.name() == name)
+        })
+        .await
+    }
+
+    /// Waits until the execution `arn` has scheduled a task of `activity` (at most a
+    /// minute): fakecloud records an activity task as `TaskScheduled`, AWS as
+    /// `ActivityScheduled`.
+    pub async fn scheduled(&self, arn: &str, activity: &str) -> bool {
+        self.history_shows(arn, |e| {
+            e.task_scheduled_event_details()
+                .is_some_and(|d| d.resource() == activity)
+                || e.activity_scheduled_event_details()
+                    .is_some_and(|d| d.resource() == activity)
+        })
+        .await
+    }
+
+    /// Waits until an event of the execution `arn`'s history satisfies `seen` (at most a
+    /// minute).
+    async fn history_shows(
+        &self,
+        arn: &str,
+        seen: impl Fn(&aws_sdk_sfn::types::HistoryEvent) -> bool,
+    ) -> bool {
         for _ in 0..600 {
             let h = self
                 .sfn
@@ -346,11 +373,7 @@ impl Rig {
                 .send()
                 .await
                 .unwrap();
-            let seen = h.events().iter().any(|e| {
-                e.state_entered_event_details()
-                    .is_some_and(|d| d.name() == name)
-            });
-            if seen {
+            if h.events().iter().any(&seen) {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
