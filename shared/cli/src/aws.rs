@@ -52,13 +52,28 @@ pub fn unreachable(why: &str) -> bool {
     why == REFUSED || why == NO_HOST
 }
 
-/// Where `config` sends STS calls, for a message: the endpoint URL it was given, else AWS's
-/// own for its region.
+/// Where `config` sends STS calls, for a message: the endpoint URL it was given (without
+/// any `user:password@` in it), else AWS's own for its region.
 pub fn endpoint(config: &SdkConfig) -> String {
     match (config.endpoint_url(), config.region()) {
-        (Some(url), _) => url.to_string(),
+        (Some(url), _) => without_userinfo(url),
         (None, Some(region)) => format!("AWS STS in {region}"),
         (None, None) => "AWS STS".to_string(),
+    }
+}
+
+/// `url` without the `user:password@` of its authority: a message never quotes a secret.
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if scheme.is_empty() {
+        format!("{host}{tail}")
+    } else {
+        format!("{scheme}://{host}{tail}")
     }
 }
 
@@ -114,5 +129,20 @@ where
         }
         SdkError::TimeoutError(_) => "the call timed out".to_string(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_quoted_without_its_credentials() {
+        assert_eq!(without_userinfo("http://127.0.0.1:9"), "http://127.0.0.1:9");
+        assert_eq!(
+            without_userinfo("https://me:s3cret@proxy.example:8443/aws?x=1"),
+            "https://proxy.example:8443/aws?x=1"
+        );
+        assert_eq!(without_userinfo("me:s3cret@host"), "host");
     }
 }

@@ -9,9 +9,14 @@ fn root() -> PathBuf {
 }
 
 fn stackflow(args: &[&str]) -> Output {
+    stackflow_in(&root(), args)
+}
+
+/// `stackflow ARGS` run in `dir`, offline.
+fn stackflow_in(dir: &std::path::Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stackflow"))
         .args(args)
-        .current_dir(root())
+        .current_dir(dir)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", std::env::temp_dir())
@@ -204,4 +209,40 @@ fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
     // A custom resource takes any property; a known property is not named.
     assert!(!stdout.contains("no property Whatever"), "{stdout}");
     assert!(!stdout.contains("no property QueueName"), "{stdout}");
+}
+
+/// Issue 27 item 5: a deploy (and every command that acts on AWS) against an endpoint
+/// nobody answers at stops before anything, naming the endpoint in words (no SDK dump),
+/// and leaves no store behind; `diff` goes on offline.
+#[test]
+fn an_endpoint_nobody_answers_at_stops_a_deploy_before_anything() {
+    let dir = std::env::temp_dir().join(format!("stackflow-unreachable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let template = dir.join("t.yaml");
+    std::fs::write(&template, "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n").unwrap();
+    let run = |command: &str| {
+        let out = stackflow_in(&dir, &[command, template.to_str().unwrap()]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("deploy");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "cannot reach http://127.0.0.1:9 (the endpoint refused the connection), so nothing \
+             was done: check --endpoint-url (AWS_ENDPOINT_URL), --region and the network"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("DispatchFailure"), "{err}");
+    assert!(!dir.join(".stackflow").exists(), "no store was made");
+    let (code, err) = run("diff");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("the AWS account is unknown (the endpoint refused the connection)"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
