@@ -6,6 +6,7 @@
 //! beside the dependents ([`Observations`]) and its `BaselineRecorded` event follows the
 //! resource's own. The run settles every read before it ends.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
@@ -121,7 +122,7 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
             .collect()
     };
     let state = recorder.state().clone();
-    let mut cleared = missing_baselines(engine, stack, &state).await;
+    let mut cleared = missing_baselines(engine, stack, &state, &HashSet::new()).await;
     for (id, r, observed) in candidates {
         let CurrentState::Found(aws) =
             read_now(engine, &read_request(stack, &id, &r), r.provider).await
@@ -167,32 +168,47 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
     n
 }
 
+/// How many missing baselines [`missing_baselines`] reads at once.
+const MISSING_READS_AT_ONCE: usize = 16;
+
 /// The baselines of the resources of `state` that have none (a read that failed when they
-/// were made or imported), read now: seed 003's refresh at the start of a deploy. Custom
-/// resources and nested stacks have nothing to read; a read that fails again leaves the
-/// resource without one.
+/// were made or imported), read now, [`MISSING_READS_AT_ONCE`] at a time: seed 003's
+/// refresh. Those in `recorded` (given a baseline since `state` was folded) are skipped;
+/// custom resources and nested stacks have nothing to read; a read that fails again
+/// leaves the resource without one.
 pub(crate) async fn missing_baselines<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     stack: &str,
     state: &stackflow_events::projection::StackState,
+    recorded: &HashSet<String>,
 ) -> Vec<(String, Map<String, Value>)> {
     if baselines_off() {
         return vec![];
     }
-    let missing: Vec<(String, ResourceState)> = state
-        .resources
-        .iter()
-        .filter(|(_, r)| r.baseline.is_none())
-        .filter(|(_, r)| !matches!(r.provider, ProviderKind::Custom | ProviderKind::NestedStack))
-        .map(|(id, r)| (id.clone(), r.clone()))
-        .collect();
-    let mut out = Vec::new();
-    for (id, r) in missing {
-        let current = read_now(engine, &read_request(stack, &id, &r), r.provider).await;
-        if let Some(Baseline::Recorded { observed }) = baseline_of(&r.properties, &current) {
-            out.push((id, observed));
+    let room = Arc::new(tokio::sync::Semaphore::new(MISSING_READS_AT_ONCE));
+    let mut reads = tokio::task::JoinSet::new();
+    for (id, r) in &state.resources {
+        if r.baseline.is_some()
+            || recorded.contains(id)
+            || matches!(r.provider, ProviderKind::Custom | ProviderKind::NestedStack)
+        {
+            continue;
         }
+        let (engine, room) = (engine.clone(), room.clone());
+        let (id, r, request) = (id.clone(), r.clone(), read_request(stack, id, r));
+        reads.spawn(async move {
+            let _turn = room.acquire_owned().await;
+            let current = read_now(&engine, &request, r.provider).await;
+            match baseline_of(&r.properties, &current) {
+                Some(Baseline::Recorded { observed }) => Some((id, observed)),
+                _ => None,
+            }
+        });
     }
+    let mut out: Vec<(String, Map<String, Value>)> =
+        reads.join_all().await.into_iter().flatten().collect();
+    // In the state's order, so that the events they become are in a stable order.
+    out.sort_by_key(|(id, _)| state.resources.get_index_of(id));
     out
 }
 
@@ -248,9 +264,14 @@ fn baselines_off() -> bool {
     *OFF.get_or_init(|| std::env::var_os("STACKFLOW_NO_BASELINE").is_some())
 }
 
-/// The baseline reads a run started and has not settled yet.
+/// The baseline reads a run started and has not settled yet, and the resources whose
+/// baseline they recorded (appended beside the run's recorder, whose state does not show
+/// them).
 #[derive(Default)]
-pub struct Observations(Mutex<Vec<JoinHandle<()>>>);
+pub struct Observations {
+    running: Mutex<Vec<JoinHandle<()>>>,
+    recorded: Arc<Mutex<HashSet<String>>>,
+}
 
 impl Observations {
     /// Starts `o` beside whatever runs next.
@@ -260,6 +281,7 @@ impl Observations {
         }
         // Within the services' limits, as the actions are.
         let limits = stackflow_providers::throttle::background();
+        let recorded = self.recorded.clone();
         let handle = tokio::spawn(async move {
             let read = read_now(&engine, &o.request, o.kind);
             let current = stackflow_providers::throttle::in_background(limits, read).await;
@@ -271,8 +293,9 @@ impl Observations {
                 baseline,
             };
             // A baseline that cannot be appended (the store failed, the lock is gone) is
-            // only missing: drift then compares with the recorded properties.
-            let _ = engine
+            // only missing: drift then compares with the recorded properties, and the
+            // run's end reads it again.
+            let appended = engine
                 .store
                 .append(
                     &o.stream,
@@ -280,8 +303,16 @@ impl Observations {
                     &Precondition::HoldsLock(o.run),
                 )
                 .await;
+            if appended.is_ok() {
+                lock_set(&recorded).insert(o.request.logical_id);
+            }
         });
         self.lock().push(handle);
+    }
+
+    /// The resources whose baseline the reads recorded so far.
+    pub(crate) fn recorded(&self) -> HashSet<String> {
+        lock_set(&self.recorded).clone()
     }
 
     /// Waits for every read started so far.
@@ -298,6 +329,10 @@ impl Observations {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+fn lock_set(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    set.lock().unwrap_or_else(|p| p.into_inner())
 }

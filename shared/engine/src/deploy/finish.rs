@@ -108,8 +108,9 @@ impl<S: EventStore + 'static> Deployment<S> {
     /// earlier deploy or import) are read once more, and what is read is recorded.
     async fn fill_baselines(&self) -> Result<(), EngineError> {
         let state = self.recorder.state().clone();
+        let recorded = self.observations.recorded();
         for (id, observed) in
-            crate::observe::missing_baselines(&self.engine, self.stack(), &state).await
+            crate::observe::missing_baselines(&self.engine, self.stack(), &state, &recorded).await
         {
             self.recorder
                 .append(

@@ -134,6 +134,8 @@ struct CloudInner {
     kept_on_delete: HashMap<String, Deleted>,
     /// Physical ids whose properties cannot be read (a read answers `CannotRead`).
     unreadable: HashSet<String>,
+    /// Reads of each physical id so far.
+    reads: HashMap<String, usize>,
     next: u64,
 }
 
@@ -341,6 +343,11 @@ impl FakeCloud {
             .iter()
             .map(|c| (c.op, c.logical_id.clone()))
             .collect()
+    }
+
+    /// How many times each physical id was read so far.
+    pub fn reads(&self) -> HashMap<String, usize> {
+        self.lock().reads.clone()
     }
 
     /// Forgets the calls made so far.
@@ -737,7 +744,8 @@ impl Provider for FakeCloud {
     ) -> BoxFuture<'a, Result<CurrentState, ProviderError>> {
         Box::pin(async move {
             let id = request.require_physical_id()?;
-            let inner = self.lock();
+            let mut inner = self.lock();
+            *inner.reads.entry(id.to_string()).or_default() += 1;
             if inner.unreadable.contains(id) {
                 return Ok(CurrentState::CannotRead("reads are not allowed".into()));
             }
