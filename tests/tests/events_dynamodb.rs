@@ -447,18 +447,19 @@ fn humantime_like(at: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_append_makes_three_requests() {
+async fn an_append_makes_one_request_once_the_stream_end_is_known() {
     let store = store().await;
     let stream = StreamId::new("us-east-1", unique_name("requests"));
     let event = |i: usize| NewEvent::new(format!("d1/R{i}/create/done"), created("R", i));
 
-    // The first append of this store to the stream also reads the registry item.
+    // The first append of this store to the stream reads the counter (its transaction
+    // writes the registry item too).
     let before = store.requests();
     store
         .append(&stream, &event(0), &Precondition::None)
         .await
         .unwrap();
-    assert_eq!(store.requests() - before, 4, "the first append to a stream");
+    assert_eq!(store.requests() - before, 2, "the first append to a stream");
 
     for i in 1..=5 {
         let before = store.requests();
@@ -466,13 +467,9 @@ async fn an_append_makes_three_requests() {
             .append(&stream, &event(i), &Precondition::None)
             .await
             .unwrap();
-        assert_eq!(
-            store.requests() - before,
-            3,
-            "GetItem (key), GetItem (counter), TransactWriteItems"
-        );
+        assert_eq!(store.requests() - before, 1, "TransactWriteItems alone");
     }
-    // A retried append stops after its first read.
+    // A retried append is one transaction, cancelled by its key.
     let before = store.requests();
     assert_eq!(
         store
@@ -483,6 +480,48 @@ async fn an_append_makes_three_requests() {
     );
     assert_eq!(store.requests() - before, 1, "a retried append");
     assert_eq!(store.retries(), 0, "nothing was retried");
+
+    // Appends made at once go in as few transactions as hold them (48 events each).
+    let before = store.requests();
+    let mut appends = tokio::task::JoinSet::new();
+    for i in 6..106 {
+        let (store, stream) = (store.clone(), stream.clone());
+        appends.spawn(async move { store.append(&stream, &event(i), &Precondition::None).await });
+    }
+    let mut seqs: Vec<u64> = appends
+        .join_all()
+        .await
+        .into_iter()
+        .map(|a| match a.expect("an append") {
+            Appended::New(seq) => seq,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (7..=106).collect::<Vec<u64>>());
+    let requests = store.requests() - before;
+    assert!(
+        requests <= 8,
+        "100 appends at once took {requests} requests (the counter read after the retry, \
+         then 48 events a transaction)"
+    );
+    // A process that read the stream appends without reading the counter.
+    let other = self::store().await;
+    assert_eq!(other.read(&stream, 100).await.unwrap().len(), 6);
+    let before = other.requests();
+    let appended = other
+        .append(&stream, &event(106), &Precondition::None)
+        .await;
+    assert_eq!(appended.unwrap(), Appended::New(107));
+    assert_eq!(
+        other.requests() - before,
+        1,
+        "the read told where the stream ends"
+    );
+
+    let stored = store.read(&stream, 0).await.unwrap();
+    assert_eq!(stored.len(), 107);
+    assert!(stored.iter().zip(1..).all(|(e, seq)| e.seq == seq));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -723,8 +762,6 @@ async fn transaction_conflicts_are_retried_and_counted() {
         r#"{"Item":{"pk":{"S":"_streams"},"sk":{"S":"us-east-1/scripted"}}}"#.to_string(),
     );
     let responses = vec![
-        empty.clone(),                                      // GetItem k#: not a retry
-        empty.clone(),                                      // GetItem registry: not registered
         (200, r#"{"Item":{"seq":{"N":"6"}}}"#.to_string()), // GetItem counter
         conflict.clone(),
         empty.clone(), // GetItem registry: still not registered
@@ -757,15 +794,13 @@ async fn transaction_conflicts_are_retried_and_counted() {
     .expect("the append must succeed after the conflicts");
     assert_eq!(appended, Appended::New(7));
     assert_eq!(store.retries(), 2, "two transaction conflicts retried");
-    assert_eq!(store.requests(), 8);
+    assert_eq!(store.requests(), 6);
 
     let seen = seen.lock().expect("requests").clone();
     let operations: Vec<&str> = seen.iter().map(|(op, _)| op.as_str()).collect();
     assert_eq!(
         operations,
         [
-            "GetItem",
-            "GetItem",
             "GetItem",
             "TransactWriteItems",
             "GetItem",
@@ -809,7 +844,7 @@ async fn transaction_conflicts_are_retried_and_counted() {
         first[3]["ConditionCheck"]["ConditionExpression"],
         "deploy_id = :d"
     );
-    assert_eq!(first[4]["Put"]["Item"]["pk"]["S"], "_streams");
+    assert_eq!(first[4]["Update"]["Key"]["pk"]["S"], "_streams");
     // A fresh idempotency token for each attempt of the store's own.
     let tokens: std::collections::HashSet<&str> = transactions
         .iter()

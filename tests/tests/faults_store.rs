@@ -101,3 +101,72 @@ async fn the_dynamodb_store_repeats_what_a_fault_cut_off() {
         "no large body's answer was dropped: another seed"
     );
 }
+
+/// Appends made at once are written together (up to 48 a transaction), and a transaction
+/// cut off is recognized as a whole: with the SDK's own retries off and half of the
+/// store's transactions reset or carried out with their answer dropped, 60 appends made
+/// at once under the lock each land once, the positions have no hole, and each append is
+/// told its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_written_together_land_once_through_faults() {
+    let emulator = Emulator::shared().await;
+    let (table, bucket, direct) = dynamo_store(emulator).await;
+    let config = FaultConfig {
+        rate: 0.5,
+        kinds: vec![Fault::Reset, Fault::Drop],
+        operations: vec!["TransactWriteItems".into()],
+        ..FaultConfig::new(23)
+    };
+    let proxy = FaultProxy::start(emulator.endpoint(), config)
+        .await
+        .expect("the fault proxy");
+    let sdk = cli_config(&emulator.sdk_config().await, &proxy.endpoint())
+        .to_builder()
+        .retry_config(RetryConfig::disabled())
+        .build();
+    let store = dynamo_on(&sdk, &table, &bucket);
+    let stream = StreamId::new(REGION, unique_name("together"));
+    let mut appends = locked_run(60);
+    let release = appends.pop().expect("the release");
+    let take = appends.remove(0);
+    let taken = store.append(&stream, &take.0, &take.1).await;
+    assert_eq!(taken.expect("the lock"), Appended::New(1));
+
+    let mut running = tokio::task::JoinSet::new();
+    for (event, pre) in appends.clone() {
+        let (store, stream) = (store.clone(), stream.clone());
+        running.spawn(async move {
+            let appended = store.append(&stream, &event, &pre).await;
+            (event.key, appended)
+        });
+    }
+    let mut positions = std::collections::BTreeMap::new();
+    for (key, appended) in running.join_all().await {
+        match appended {
+            Ok(Appended::New(seq)) => assert!(positions.insert(seq, key).is_none()),
+            other => panic!("append {key}: {other:?}\n{}", proxy.report()),
+        }
+    }
+    assert_eq!(
+        positions.keys().copied().collect::<Vec<u64>>(),
+        (2..=61).collect::<Vec<u64>>()
+    );
+    let released = store.append(&stream, &release.0, &release.1).await;
+    assert_eq!(released.expect("the release"), Appended::New(62));
+
+    let stored = direct.read(&stream, 0).await.expect("the events");
+    assert!(stored.iter().zip(1..).all(|(e, seq)| e.seq == seq));
+    for event in &stored[1..61] {
+        assert_eq!(
+            positions.get(&event.seq),
+            Some(&event.key),
+            "each told its own"
+        );
+    }
+    assert_eq!(direct.lock_holder(&stream).await.expect("the lock"), None);
+    eprintln!("{}", proxy.report());
+    assert!(
+        proxy.faults_of("TransactWriteItems", Fault::Drop) > 0,
+        "no transaction's answer was dropped: another seed"
+    );
+}

@@ -207,7 +207,8 @@ impl<S: EventStore + 'static> Engine<S> {
 
     /// Takes the stack's lock by appending `event` (the run's first event), breaking the
     /// lock of a holder that is gone; then reads the stream again, so that the run plans
-    /// from the state after the lock, not from what it read before.
+    /// from the state after the lock, not from what it read before (unless the lock's
+    /// event went right after what was read: nothing came in between).
     pub(crate) async fn take_lock(
         &self,
         rec: &Recorder<S>,
@@ -216,7 +217,11 @@ impl<S: EventStore + 'static> Engine<S> {
         holder: Holder,
     ) -> Result<(), EngineError> {
         let take = Precondition::TakeLock(holder);
+        let read_up_to = rec.state().seq;
         match rec.append(key.clone(), event.clone(), &take).await {
+            // Nothing was appended between the read and the lock (positions have no
+            // holes): what was read is the log as it is.
+            Ok(seq) if seq == read_up_to + 1 => return Ok(()),
             Ok(_) => {}
             Err(StoreError::Locked { holder: current }) => {
                 let gone = (self.stale)(&current);
@@ -243,7 +248,8 @@ impl<S: EventStore + 'static> Engine<S> {
             Err(e) => return Err(e.into()),
         }
         // What was read before the lock may be stale: another run may have finished in
-        // between. Everything after the lock starts from the log as it is now.
+        // between (or a retried take found its own earlier one). Everything after the
+        // lock starts from the log as it is now.
         rec.reload().await?;
         Ok(())
     }

@@ -80,7 +80,7 @@ impl Appended {
 }
 
 /// An event store failure.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Another event with different content is stored under the same key.
     #[error("conflicting append: key `{key}` already holds a different event")]

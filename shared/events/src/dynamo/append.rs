@@ -1,5 +1,5 @@
-//! Appending an event: a consistent read of its key, its position, its body, and the
-//! conditional transaction writing it, with what the transaction's cancellation means.
+//! Writing events: the conditional transaction that writes events at their positions,
+//! and what its cancellation means.
 
 use std::collections::HashMap;
 
@@ -10,21 +10,22 @@ use aws_sdk_dynamodb::types::{CancellationReason, Put, TransactWriteItem, Update
 use super::bodies::Body;
 use super::locks::{LockOp, holder_of, lock_item};
 use super::{
-    COUNTER_SK, DynamoStore, EVENT_PREFIX, Item, LOCK_SK, MAX_ATTEMPTS, MAX_CONTENTION,
-    REGISTRY_PK, TRANSIENT_REASONS, build_error, describe_reasons, get_n, get_s, is_transient,
-    key_sk, n, put, s, seq_sk,
+    COUNTER_SK, DynamoStore, EVENT_PREFIX, Item, LOCK_SK, MAX_ATTEMPTS, REGISTRY_PK,
+    TRANSIENT_REASONS, build_error, describe_reasons, is_transient, key_sk, n, put, s, seq_sk,
 };
-use crate::event::{self, Holder, NewEvent};
-use crate::store::{Appended, Precondition, StoreError, StoreResult, StreamId};
+use crate::event;
+use crate::store::{StoreError, StoreResult, StreamId};
 
-/// What a transaction writing an event did.
+/// What a transaction writing events did.
 pub(super) enum Written {
-    /// The event is stored.
+    /// The events are stored.
     Done,
-    /// Another appender took the position first (the counter moved): read it again.
+    /// Another appender took the positions first (the counter moved): read it again.
     Moved,
-    /// Its key was taken meanwhile, by another event: the `k#` item.
-    KeyTaken(Item),
+    /// The keys of these events (by index) are taken: each `k#` item, when the
+    /// cancellation reason held it. An event whose key points at its own position with
+    /// its own digest was written by an earlier attempt of the same transaction.
+    KeysTaken(Vec<(usize, Option<Item>)>),
     /// The lock's condition failed: the `lock` item as it was (when the reason held it).
     LockRefused(Option<Item>),
 }
@@ -32,7 +33,7 @@ pub(super) enum Written {
 /// An event ready to be written at a position.
 pub(super) struct Pending<'a> {
     pub(super) pk: &'a str,
-    /// Its position: one above `seq - 1`, the counter's value when it was read.
+    /// Its position.
     pub(super) seq: u64,
     pub(super) key: &'a str,
     pub(super) digest: &'a str,
@@ -43,82 +44,117 @@ pub(super) struct Pending<'a> {
 impl DynamoStore {
     // --- Writing events -----------------------------------------------------------------
 
-    /// The transaction writing `event`, with the lock's precondition and, when needed, the
-    /// registry item.
+    /// The transaction writing `events` (at consecutive positions, the first one above
+    /// the counter), with the lock's precondition and, when needed, the registry item.
+    /// Its items, in order: each event's item and its key's (`2i`, `2i + 1`), the counter
+    /// (`2n`), the lock (`2n + 1`, when there is one), the registry.
     fn transaction(
         &self,
-        event: &Pending<'_>,
+        events: &[Pending<'_>],
         lock: LockOp<'_>,
         register: bool,
     ) -> StoreResult<Vec<TransactWriteItem>> {
-        let pk = event.pk;
         let absent = "attribute_not_exists(sk)";
-        let mut items = vec![
-            // No old image in a cancellation reason for this one: it may be 350 KiB, and
-            // this condition only fails when the counter is broken.
-            TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(event_item(event)))
-                        .condition_expression(absent)
-                        .build()
-                        .map_err(build_error)?,
-                )
-                .build(),
-            put(
+        let mut items = Vec::with_capacity(2 * events.len() + 3);
+        for event in events {
+            // No old image in a cancellation reason for the event's item: it may be
+            // 350 KiB, and this condition only fails when the counter is broken.
+            items.push(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .set_item(Some(event_item(event)))
+                            .condition_expression(absent)
+                            .build()
+                            .map_err(build_error)?,
+                    )
+                    .build(),
+            );
+            items.push(put(
                 &self.table,
                 HashMap::from([
-                    ("pk".to_string(), s(pk)),
+                    ("pk".to_string(), s(event.pk)),
                     ("sk".to_string(), s(&key_sk(event.key))),
                     ("seq".to_string(), n(event.seq)),
                     ("digest".to_string(), s(event.digest)),
                 ]),
                 Some(absent),
                 &[],
-            )?,
-        ];
-        items.push(self.counter_advance(pk, event.seq)?);
-        items.extend(lock_item(&self.table, pk, lock)?);
+            )?);
+        }
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return Err(StoreError::Backend("a transaction of no events".into()));
+        };
+        items.push(self.counter_advance(first.pk, first.seq - 1, last.seq)?);
+        items.extend(lock_item(&self.table, first.pk, lock)?);
         if register {
-            items.push(put(&self.table, registry_item(pk), None, &[])?);
+            items.push(self.registry_update(first.pk)?);
         }
         Ok(items)
     }
 
-    /// The counter's move to `seq`, only from `seq - 1`: the position is taken in the
-    /// same transaction that writes the event, so positions have no holes and follow the
+    /// The counter's move to `to`, only from `from`: the positions are taken in the same
+    /// transaction that writes their events, so positions have no holes and follow the
     /// order in which events were written.
-    fn counter_advance(&self, pk: &str, seq: u64) -> StoreResult<TransactWriteItem> {
+    fn counter_advance(&self, pk: &str, from: u64, to: u64) -> StoreResult<TransactWriteItem> {
         let update = Update::builder()
             .table_name(&self.table)
             .key("pk", s(pk))
             .key("sk", s(COUNTER_SK))
             .update_expression("SET #seq = :seq")
-            .condition_expression(if seq == 1 {
+            .condition_expression(if from == 0 {
                 "attribute_not_exists(sk) OR #seq = :prev"
             } else {
                 "#seq = :prev"
             })
             .expression_attribute_names("#seq", "seq")
-            .expression_attribute_values(":seq", n(seq))
-            .expression_attribute_values(":prev", n(seq - 1))
+            .expression_attribute_values(":seq", n(to))
+            .expression_attribute_values(":prev", n(from))
             .build()
             .map_err(build_error)?;
         Ok(TransactWriteItem::builder().update(update).build())
     }
 
-    /// Writes an event at its position (step 4 of an append), repeating the transaction
-    /// while it fails transiently.
-    pub(super) async fn write_event(
+    /// The registry item of stream `pk`, made if missing (its `at` stays the first
+    /// writer's): no condition, so that it never cancels the transaction.
+    fn registry_update(&self, pk: &str) -> StoreResult<TransactWriteItem> {
+        let stream = StreamId::from_key(pk);
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(REGISTRY_PK))
+            .key("sk", s(pk))
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_values(":at", s(&event::now()));
+        update = match &stream {
+            Some(stream) => update
+                .update_expression("SET #at = if_not_exists(#at, :at), #r = :r, #s = :s")
+                .expression_attribute_names("#r", "region")
+                .expression_attribute_names("#s", "stack")
+                .expression_attribute_values(":r", s(&stream.region))
+                .expression_attribute_values(":s", s(&stream.stack)),
+            None => update.update_expression("SET #at = if_not_exists(#at, :at)"),
+        };
+        Ok(TransactWriteItem::builder()
+            .update(update.build().map_err(build_error)?)
+            .build())
+    }
+
+    /// Writes events at their positions in one transaction, repeating it while it fails
+    /// transiently.
+    pub(super) async fn write_events(
         &self,
-        event: &Pending<'_>,
+        events: &[Pending<'_>],
         lock: LockOp<'_>,
     ) -> StoreResult<Written> {
+        let Some(first) = events.first() else {
+            return Ok(Written::Done);
+        };
+        let pk = first.pk;
         let mut attempt = 1;
         loop {
-            let register = !self.is_registered(event.pk);
-            let items = self.transaction(event, lock, register)?;
+            let register = !self.is_registered(pk);
+            let items = self.transaction(events, lock, register)?;
             let err = match self
                 .db
                 .transact_write_items()
@@ -128,13 +164,13 @@ impl DynamoStore {
             {
                 Ok(_) => {
                     if register {
-                        self.mark_registered(event.pk);
+                        self.mark_registered(pk);
                     }
                     return Ok(Written::Done);
                 }
                 Err(err) => err,
             };
-            if let Some(written) = self.after_failure(event, lock, &err).await? {
+            if let Some(written) = self.after_failure(events, lock, &err).await? {
                 return Ok(written);
             }
             if attempt >= MAX_ATTEMPTS {
@@ -147,25 +183,25 @@ impl DynamoStore {
             }
             self.backoff(attempt).await;
             attempt += 1;
-            if register && self.get(REGISTRY_PK, event.pk).await?.is_some() {
+            if register && self.get(REGISTRY_PK, pk).await?.is_some() {
                 // The conflict was likely another first append registering the stream:
                 // that one did, so this one need not.
-                self.mark_registered(event.pk);
+                self.mark_registered(pk);
             }
         }
     }
 
-    /// What a failed transaction writing `event` means: its outcome, when the failure
+    /// What a failed transaction writing `events` means: its outcome, when the failure
     /// settles it; `None` when it is worth trying again; an error otherwise.
     async fn after_failure(
         &self,
-        event: &Pending<'_>,
+        events: &[Pending<'_>],
         lock: LockOp<'_>,
         err: &SdkError<TransactWriteItemsError>,
     ) -> StoreResult<Option<Written>> {
         match err.as_service_error() {
             Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
-                self.cancelled(event, lock, cancelled.cancellation_reasons(), err)
+                self.cancelled(events, lock, cancelled.cancellation_reasons(), err)
                     .await
             }
             _ if is_transient(err) => Ok(None),
@@ -173,12 +209,11 @@ impl DynamoStore {
         }
     }
 
-    /// What a cancelled transaction writing `event` means, from its cancellation reasons
-    /// (in the order of the transaction's items: the event, its key, the counter, the
-    /// lock).
+    /// What a cancelled transaction writing `events` means, from its cancellation reasons
+    /// (in the order of the transaction's items, see [`Self::transaction`]).
     async fn cancelled(
         &self,
-        event: &Pending<'_>,
+        events: &[Pending<'_>],
         lock: LockOp<'_>,
         reasons: &[CancellationReason],
         err: &SdkError<TransactWriteItemsError>,
@@ -188,40 +223,31 @@ impl DynamoStore {
                 .get(i)
                 .filter(|r| r.code() == Some("ConditionalCheckFailed"))
         };
-        // The key first: a retried append is a success whatever the lock does.
-        if let Some(reason) = failed(1) {
-            return self
-                .key_taken(event, reason.item().cloned())
-                .await
-                .map(Some);
+        let count = events.len();
+        // The keys first: a retried append is a success whatever the lock does.
+        let taken: Vec<(usize, Option<Item>)> = (0..count)
+            .filter_map(|i| failed(2 * i + 1).map(|r| (i, r.item().cloned())))
+            .collect();
+        if !taken.is_empty() {
+            return Ok(Some(Written::KeysTaken(taken)));
         }
         if !matches!(lock, LockOp::None)
-            && let Some(reason) = failed(3)
+            && let Some(reason) = failed(2 * count + 1)
         {
             return Ok(Some(Written::LockRefused(reason.item().cloned())));
         }
-        if failed(2).is_some() {
+        if failed(2 * count).is_some() {
             return Ok(Some(Written::Moved));
         }
-        if failed(0).is_some() {
+        if let Some(i) = (0..count).find(|i| failed(2 * i).is_some()) {
             return Err(StoreError::Backend(format!(
                 "DynamoDB table {}: position {} of {} is already taken: the \
                  stream's sequence counter is behind its events",
-                self.table, event.seq, event.pk
+                self.table, events[i].seq, events[i].pk
             )));
         }
         if reasons.is_empty() {
-            // No reasons to go by: look at the items themselves.
-            if let Some(found) = self.get(event.pk, &key_sk(event.key)).await? {
-                return self.key_taken(event, Some(found)).await.map(Some);
-            }
-            let held = self.get(event.pk, LOCK_SK).await?;
-            if !lock.allows(holder_of(held.as_ref())?.as_ref()) {
-                return Ok(Some(Written::LockRefused(held)));
-            }
-            if self.last_seq(event.pk).await? != event.seq - 1 {
-                return Ok(Some(Written::Moved));
-            }
+            return self.look_why(events, lock).await.map(Some);
         }
         if reasons
             .iter()
@@ -237,193 +263,23 @@ impl DynamoStore {
         )))
     }
 
-    /// The outcome of a transaction cancelled because the event's key is taken: `found` is
-    /// the `k#` item from the cancellation reason, when it was there. When the key points
-    /// at this very position, the event was written by an earlier attempt of the same
-    /// request (the SDK retries a request whose answer was lost): that is a success.
-    async fn key_taken(&self, event: &Pending<'_>, found: Option<Item>) -> StoreResult<Written> {
-        let item = match found {
-            Some(item) => item,
-            None => self
-                .get(event.pk, &key_sk(event.key))
-                .await?
-                .ok_or_else(|| {
-                    StoreError::Backend(format!(
-                        "DynamoDB table {}: an append of key `{}` was cancelled because the key exists, and it does not",
-                        self.table, event.key
-                    ))
-                })?,
-        };
-        if get_n(&item, "seq") == Some(event.seq) && get_s(&item, "digest") == Some(event.digest) {
-            return Ok(Written::Done);
-        }
-        Ok(Written::KeyTaken(item))
-    }
-
-    /// The outcome of an append whose key is already stored (in `item`).
-    fn already_there(&self, key: &str, digest: &str, item: &Item) -> StoreResult<Appended> {
-        let seq = get_n(item, "seq").ok_or_else(|| {
-            StoreError::Backend(format!(
-                "DynamoDB table {}: the idempotency item of key `{key}` has no position",
-                self.table
-            ))
-        })?;
-        if get_s(item, "digest") == Some(digest) {
-            Ok(Appended::AlreadyThere(seq))
-        } else {
-            Err(StoreError::Conflict {
-                key: key.to_string(),
-            })
-        }
-    }
-
-    pub(super) async fn append_event(
-        &self,
-        stream: &StreamId,
-        new: &NewEvent,
-        pre: &Precondition,
-    ) -> StoreResult<Appended> {
-        let pk = stream.key();
-        let k_sk = key_sk(&new.key);
-        let body_value = new.event.to_body();
-        let digest = event::digest(&body_value);
-
-        // 1. Is it a retry? (And, the first time, is the stream registered?)
-        let existing = if self.is_registered(&pk) {
-            self.get(&pk, &k_sk).await?
-        } else {
-            let (existing, registry) =
-                tokio::join!(self.get(&pk, &k_sk), self.get(REGISTRY_PK, &pk));
-            if registry?.is_some() {
-                self.mark_registered(&pk);
-            }
-            existing?
-        };
-        if let Some(item) = existing {
-            return self.already_there(&new.key, &digest, &item);
-        }
-
-        // 2-4. Its position, its body, and the event with its key, the counter and its
-        // precondition, at once.
-        let lock = match pre {
-            Precondition::None => LockOp::None,
-            Precondition::TakeLock(holder) => LockOp::Take(holder),
-            Precondition::HoldsLock(id) => LockOp::Check(id),
-            Precondition::ReleaseLock(id) => LockOp::Release(id),
-        };
-        let json = serde_json::to_string(&body_value).expect("events serialize");
-        let event = Unplaced {
-            pk: &pk,
-            key: &new.key,
-            digest: &digest,
-            type_name: new.event.type_name(),
-            json,
-        };
-        let mut contention = 0;
-        loop {
-            let seq = self.last_seq(&pk).await? + 1;
-            let body = self
-                .place_body(&pk, "events", seq, event.json.clone())
-                .await?;
-            let pending = event.at(seq, &body);
-            let result = self.settle(&pending, lock).await;
-            // Only when the event is known not to be written: after an error that leaves
-            // it unknown, the object may be the body of a stored event.
-            if matches!(
-                result,
-                Ok(None | Some(Appended::AlreadyThere(_)))
-                    | Err(StoreError::Conflict { .. }
-                        | StoreError::Locked { .. }
-                        | StoreError::NotHolder { .. })
-            ) {
-                self.discard_body(&body).await;
-            }
-            if let Some(appended) = result? {
-                return Ok(appended);
-            }
-            contention += 1;
-            if contention >= MAX_CONTENTION {
-                return Err(StoreError::Backend(format!(
-                    "DynamoDB table {}: {pk}: {MAX_CONTENTION} other appenders took the next \
-                     position first; giving up",
-                    self.table
-                )));
-            }
-            self.contention_pause(contention).await;
-        }
-    }
-
-    /// Writes a pending event and turns a cancelled write into the append's outcome;
-    /// `None` when another appender took its position first.
-    async fn settle(
-        &self,
-        pending: &Pending<'_>,
-        lock: LockOp<'_>,
-    ) -> StoreResult<Option<Appended>> {
-        let mut attempt = 1;
-        loop {
-            match self.write_event(pending, lock).await? {
-                Written::Done => return Ok(Some(Appended::New(pending.seq))),
-                Written::Moved => return Ok(None),
-                Written::KeyTaken(item) => {
-                    return self
-                        .already_there(pending.key, pending.digest, &item)
-                        .map(Some);
-                }
-                Written::LockRefused(item) => {
-                    let item = match item {
-                        Some(item) => Some(item),
-                        None => self.get(pending.pk, LOCK_SK).await?,
-                    };
-                    let holder = holder_of(item.as_ref())?;
-                    if lock.allows(holder.as_ref()) && attempt < MAX_ATTEMPTS {
-                        // The lock changed between the transaction and the read: again.
-                        self.backoff(attempt).await;
-                        attempt += 1;
-                        continue;
-                    }
-                    return Err(refusal(lock, holder, &self.table, pending.pk));
-                }
+    /// Why a transaction cancelled without reasons was: the items themselves, read.
+    async fn look_why(&self, events: &[Pending<'_>], lock: LockOp<'_>) -> StoreResult<Written> {
+        let mut taken = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            if let Some(found) = self.get(event.pk, &key_sk(event.key)).await? {
+                taken.push((i, Some(found)));
             }
         }
-    }
-}
-
-/// An event to append, before it has a position.
-struct Unplaced<'a> {
-    pk: &'a str,
-    key: &'a str,
-    digest: &'a str,
-    type_name: &'static str,
-    json: String,
-}
-
-impl<'a> Unplaced<'a> {
-    fn at(&self, seq: u64, body: &'a Body) -> Pending<'a> {
-        Pending {
-            pk: self.pk,
-            seq,
-            key: self.key,
-            digest: self.digest,
-            type_name: self.type_name,
-            body,
+        if !taken.is_empty() {
+            return Ok(Written::KeysTaken(taken));
         }
-    }
-}
-
-/// The error of an append whose lock condition failed for good.
-fn refusal(lock: LockOp<'_>, holder: Option<Holder>, table: &str, pk: &str) -> StoreError {
-    match (lock, holder) {
-        (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
-        (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
-            StoreError::NotHolder {
-                deploy_id: id.to_string(),
-                holder: holder.map(Box::new),
-            }
+        let pk = events[0].pk;
+        let held = self.get(pk, LOCK_SK).await?;
+        if !lock.allows(holder_of(held.as_ref())?.as_ref()) {
+            return Ok(Written::LockRefused(held));
         }
-        (_, holder) => StoreError::Backend(format!(
-            "DynamoDB table {table}: the lock of {pk} keeps changing (now {holder:?})"
-        )),
+        Ok(Written::Moved)
     }
 }
 
@@ -446,20 +302,5 @@ fn event_item(event: &Pending<'_>) -> Item {
         Body::Inline(json) => item.insert("body".to_string(), s(json)),
         Body::S3(key) => item.insert("body_s3".to_string(), s(key)),
     };
-    item
-}
-
-/// The registry item of the stream `pk`.
-fn registry_item(pk: &str) -> Item {
-    let stream = StreamId::from_key(pk);
-    let mut item = HashMap::from([
-        ("pk".to_string(), s(REGISTRY_PK)),
-        ("sk".to_string(), s(pk)),
-        ("at".to_string(), s(&event::now())),
-    ]);
-    if let Some(stream) = stream {
-        item.insert("region".to_string(), s(&stream.region));
-        item.insert("stack".to_string(), s(&stream.stack));
-    }
     item
 }

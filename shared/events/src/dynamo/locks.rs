@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{
 use super::append::{Pending, Written};
 use super::{DynamoStore, Item, LOCK_SK, MAX_ATTEMPTS, build_error, get_s, put, s};
 use crate::event::{self, Event, Holder, NewEvent};
-use crate::store::{EventStore, StoreError, StoreResult, StreamId};
+use crate::store::{EventStore, Precondition, StoreError, StoreResult, StreamId};
 
 /// What the precondition of an append does to the `lock` item.
 #[derive(Clone, Copy)]
@@ -24,6 +24,17 @@ pub(super) enum LockOp<'a> {
     Release(&'a str),
     /// Deletes it, if this deploy holds it (breaking a lock).
     Break(&'a str),
+}
+
+impl<'a> From<&'a Precondition> for LockOp<'a> {
+    fn from(pre: &'a Precondition) -> Self {
+        match pre {
+            Precondition::None => LockOp::None,
+            Precondition::TakeLock(holder) => LockOp::Take(holder),
+            Precondition::HoldsLock(id) => LockOp::Check(id),
+            Precondition::ReleaseLock(id) => LockOp::Release(id),
+        }
+    }
 }
 
 impl LockOp<'_> {
@@ -191,7 +202,10 @@ impl DynamoStore {
                 body: &body,
             };
             match self
-                .write_event(&pending, LockOp::Break(&holder.deploy_id))
+                .write_events(
+                    std::slice::from_ref(&pending),
+                    LockOp::Break(&holder.deploy_id),
+                )
                 .await
             {
                 Ok(Written::Done) => return Ok(Some(holder)),
@@ -213,7 +227,7 @@ impl DynamoStore {
                         self.table
                     )));
                 }
-                Ok(Written::KeyTaken(_)) => {
+                Ok(Written::KeysTaken(_)) => {
                     self.discard_body(&body).await;
                     return Err(StoreError::Backend(format!(
                         "DynamoDB table {}: the key `{}` of a LockBroken event is taken",

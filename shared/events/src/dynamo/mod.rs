@@ -21,33 +21,41 @@
 //!
 //! # Appending
 //!
-//! An append makes three requests:
+//! The appends a process makes to one stream wait in the stream's lane; one writer at a
+//! time takes, from its front, the appends one transaction can hold (the same
+//! precondition, one taking or releasing the lock alone, no key twice, at most
+//! [`batch::MAX_BATCH`] events and 3 MiB of bodies) and writes them:
 //!
-//! 1. a consistent `GetItem` of `k#<key>`: when it is there, the append is a retry
-//!    ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and nothing is written;
-//! 2. a consistent `GetItem` of `counter`: the last position written, `n`;
-//! 3. (a `PutObject` of the body to S3, when it is too large for an item;)
-//! 4. `TransactWriteItems`: put `e#<n+1>` and `k#<key>` (each only if absent), move
-//!    `counter` from `n` to `n + 1` (only if it still says `n`), plus the precondition on
-//!    `lock`: `TakeLock` puts it if it is absent or held by the same deploy, `HoldsLock`
-//!    checks that the deploy holds it (`ConditionCheck`), `ReleaseLock` deletes it if it
-//!    is absent or held by the deploy; plus the registry item, when this process has not
-//!    seen the stream registered yet.
+//! 1. (a consistent `GetItem` of `counter`, the last position written, `n`, when this
+//!    process does not know it: the lane keeps the end of its last write, or of its last
+//!    read of the stream;)
+//! 2. (a `PutObject` of a body to S3, when it is too large for an item;)
+//! 3. `TransactWriteItems`: put `e#<n+1>` .. `e#<n+k>` and each event's `k#<key>` (each
+//!    only if absent), move `counter` from `n` to `n + k` (only if it still says `n`),
+//!    plus the precondition on `lock`: `TakeLock` puts it if it is absent or held by the
+//!    same deploy, `HoldsLock` checks that the deploy holds it (`ConditionCheck`),
+//!    `ReleaseLock` deletes it if it is absent or held by the deploy; plus the registry
+//!    item (made if missing, without a condition), until this process has written it.
 //!
-//! A position is taken in the very transaction that writes its event, so positions have
-//! no holes and follow the order in which events were written: a refused append (the
+//! So a deploy whose process alone writes its stream costs one write request per batch
+//! of events, and no read. A key that is already there cancels the transaction: that
+//! append is a retry ([`Appended::AlreadyThere`]) or a [`StoreError::Conflict`], and the
+//! others are written again without it.
+//!
+//! Positions are taken in the very transaction that writes their events, so positions
+//! have no holes and follow the order in which events were written: a refused append (the
 //! lock, a conflict) takes none, an append cut short takes none, and a lock event can
 //! never land below an event written before it. A reader that resumes after the last
 //! position it saw (`events --follow`) misses nothing: when `e#<n+1>` is there, so is
-//! `e#<n>`. When another appender took `n + 1` first (the counter's condition failed),
-//! the append reads the counter again and tries the next position, after a random pause
+//! `e#<n>`. When another process took `n + 1` first (the counter's condition failed),
+//! the writer reads the counter again and tries the next positions, after a random pause
 //! of a few milliseconds (at most [`MAX_CONTENTION`] times). Streams written by older
 //! versions (whose counter handed out positions before the write) may have holes below
 //! the counter; positions still only grow.
 //!
-//! When the transaction is cancelled because `k#<key>` appeared meanwhile (a concurrent
-//! retry of the same append won) or because the lock's condition failed, the cancellation
-//! reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
+//! When the transaction is cancelled because a `k#<key>` is there (a retry, or a
+//! concurrent retry of the same append won) or because the lock's condition failed, the
+//! cancellation reason carries the item in the way (`ReturnValuesOnConditionCheckFailure = ALL_OLD`),
 //! and the append reports [`Appended::AlreadyThere`], a conflict, [`StoreError::Locked`]
 //! or [`StoreError::NotHolder`] from it. Only transient failures are retried: throttling,
 //! transaction conflicts, any `5xx` or `429` answer (a plain-text `503` included), and a
@@ -59,10 +67,10 @@
 //!
 //! The registry item is written by the first append that succeeds, not by the one at
 //! position 1: that one may be refused (a lost race for the lock) or never happen (a
-//! crash after step 2), and the stream would never be listed. So the first append of a
-//! process to a stream also reads the registry item (alongside step 1), and the
-//! transaction puts it while it is missing; after a transaction conflict (appenders
-//! racing at the stream's birth) it is read again.
+//! crash before its transaction), and the stream would never be listed. So a process's
+//! transactions update it (creating it if missing, keeping its `at`) until one succeeds;
+//! after a transaction conflict (appenders racing at the stream's birth) it is read, and
+//! left out once another process has written it.
 //!
 //! A body put in S3 is deleted again when the append is known not to have happened
 //! (refused, or a retry); after an error that leaves it unknown it stays, possibly
@@ -74,6 +82,7 @@
 //! key item's digest, then deletes every snapshot (`rewrite`).
 
 mod append;
+mod batch;
 mod bodies;
 mod locks;
 mod rewrite;
@@ -165,6 +174,8 @@ pub struct DynamoStore {
     counters: Arc<Counters>,
     /// Streams whose registry item this process has seen or written.
     registered: Arc<Mutex<HashSet<String>>>,
+    /// Per stream, the appends waiting to be written together.
+    lanes: Arc<Mutex<HashMap<String, Arc<batch::Lane>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -238,6 +249,7 @@ impl DynamoStore {
             bucket,
             counters,
             registered: Arc::new(Mutex::new(HashSet::new())),
+            lanes: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -458,6 +470,10 @@ impl EventStore for DynamoStore {
         let mut events = Vec::new();
         for item in self.query_all("Query (events)", query).await? {
             events.push(self.stored_event(stream, &item).await?);
+        }
+        if let Some(last) = events.last() {
+            // Most likely where the next append goes: it need not read the counter.
+            self.hint_end(&pk, last.seq);
         }
         Ok(events)
     }
