@@ -476,3 +476,62 @@ async fn without_a_digest_key_a_rotation_is_said_to_be_unchecked() {
         .unwrap();
     assert_eq!(notes().len(), 2);
 }
+
+/// Issue 23 item 6: a value taken apart from a secret (`Fn::Select` of an `Fn::Split` of a
+/// NoEcho parameter, or of a NoEcho custom resource's answer) deploys, and the deploys
+/// and plans after it still work: they used to compute on the recorded mask, where
+/// `Fn::Select` found one element and failed with "index 1 is out of range".
+#[tokio::test]
+async fn a_value_taken_apart_from_a_secret_deploys_again() {
+    let reference = "{{resolve:secretsmanager:handler-token}}";
+    let mut lookups = FakeLookups::default();
+    lookups
+        .dynamic
+        .insert(reference.into(), "tok-handler5521-x".into());
+    let rig = Rig::with_lookups(lookups);
+    let second = |v: Value| json!({"Fn::Select": [1, {"Fn::Split": ["-", v]}]});
+    let tpl = json!({
+        "Parameters": { "Pw": { "Type": "String", "NoEcho": true } },
+        "Resources": {
+            "FromParam": param("/from-param", second(json!({"Ref": "Pw"}))),
+            "Handler": { "Type": NO_ECHO_TYPE, "Properties": { "Token": reference } },
+            "FromAnswer": param("/from-answer",
+                second(json!({"Fn::GetAtt": ["Handler", "Token"]}))),
+            "Tail": param("/tail", json!({"Fn::Join": ["/", [
+                second(json!({"Ref": "Pw"})), {"Ref": "FromParam"}
+            ]]}))
+        }
+    });
+    let v1 = support::input_with("app", tpl.clone(), &[("Pw", "alpha-beta7-gamma")]);
+    deploy_ok(&rig, &v1).await;
+    assert_eq!(sent(&rig, "FromParam")["Value"], json!("beta7"));
+    assert_eq!(sent(&rig, "FromAnswer")["Value"], json!("handler5521"));
+
+    let plan = rig
+        .engine
+        .plan_only(&v1)
+        .await
+        .expect("a plan after the deploy");
+    for id in ["FromParam", "Tail"] {
+        assert_eq!(plan.resource(id).unwrap().action.as_str(), "no-op", "{id}");
+    }
+    deploy(&rig, &v1).await;
+    assert_eq!(sent(&rig, "FromAnswer")["Value"], json!("handler5521"));
+
+    // A new value is seen and deployed.
+    let v2 = support::input_with("app", tpl, &[("Pw", "alpha-delta8-gamma")]);
+    let r = deploy_ok(&rig, &v2).await;
+    assert!(r.updated >= 1, "{r:?}");
+    assert_eq!(sent(&rig, "FromParam")["Value"], json!("delta8"));
+    assert_never_written(
+        &written(&rig, "app").await,
+        &[
+            "alpha-beta7-gamma",
+            "alpha-delta8-gamma",
+            "beta7",
+            "delta8",
+            "tok-handler5521-x",
+            "handler5521",
+        ],
+    );
+}

@@ -591,3 +591,26 @@ proptest! {
         prop_assert_eq!(f.ok(json!({"Fn::Sub": text.clone()})), json!(text));
     }
 }
+
+/// A secret recorded masked (a NoEcho answer's attribute, as a plan sees it) taken apart:
+/// its parts are not known, and are secret, so `Fn::Split`, `Fn::Select` and `Fn::Join`
+/// over it give the mask whole instead of computing on the mask's text (issue 23 item 6:
+/// `Fn::Select [1, ...]` failed with "index 1 is out of range").
+#[test]
+fn a_masked_value_taken_apart_stays_masked_whole() {
+    let mut f = fixture();
+    let mask = crate::secrets::MASK;
+    f.env
+        .attrs
+        .insert(("Role".into(), "Token".into()), json!(mask));
+    let token = json!({"Fn::GetAtt": ["Role", "Token"]});
+    let parts = json!({"Fn::Split": ["-", token]});
+    assert_eq!(f.ok(parts.clone()), json!(mask));
+    assert_eq!(f.ok(json!({"Fn::Select": [1, parts.clone()]})), json!(mask));
+    assert_eq!(f.ok(json!({"Fn::Join": ["/", parts]})), json!(mask));
+    // A plain value is still taken apart.
+    assert_eq!(
+        f.ok(json!({"Fn::Select": [1, {"Fn::Split": ["-", "a-b"]}]})),
+        json!("b")
+    );
+}
