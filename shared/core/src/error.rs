@@ -63,6 +63,9 @@ pub struct TemplateError {
     pub message: String,
     /// How to fix it, when that is known.
     pub hint: Option<String>,
+    /// The other problems of the same template found beside this one, each with its own
+    /// path (see [`TemplateError::all`]).
+    pub also: Box<[TemplateError]>,
 }
 
 impl TemplateError {
@@ -76,6 +79,7 @@ impl TemplateError {
             path: bounded(path.to_string()),
             message: bounded(message.into()),
             hint: None,
+            also: Box::default(),
         }
     }
 
@@ -88,6 +92,15 @@ impl TemplateError {
 
     /// Names the file the template came from (kept when already set).
     #[must_use]
+    /// The problems of one template as one error: `None` for none, else the first one,
+    /// carrying the others in [`TemplateError::also`] (its display lists them all).
+    pub fn all(problems: Vec<TemplateError>) -> Option<TemplateError> {
+        let mut problems = problems.into_iter();
+        let mut first = problems.next()?;
+        first.also = problems.collect();
+        Some(first)
+    }
+
     pub fn in_file(mut self, file: impl fmt::Display) -> Self {
         if self.file.is_none() {
             self.file = Some(file.to_string());
@@ -95,6 +108,9 @@ impl TemplateError {
         self
     }
 }
+
+/// At most this many problems of a template are listed in one error ([`TemplateError::all`]).
+pub const MAX_LISTED: usize = 20;
 
 /// `text`, shortened in the middle when it is longer than [`MAX_MESSAGE_CHARS`].
 fn bounded(text: String) -> String {
@@ -104,17 +120,39 @@ fn bounded(text: String) -> String {
     abbreviate(&text, MAX_MESSAGE_CHARS).into_owned()
 }
 
-impl fmt::Display for TemplateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(file) = &self.file {
-            write!(f, "{file}: ")?;
-        }
+impl TemplateError {
+    /// Its path, message and hint (not its file, nor the other problems).
+    fn one(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !self.path.is_empty() {
             write!(f, "{}: ", self.path)?;
         }
         f.write_str(&self.message)?;
         if let Some(hint) = &self.hint {
             write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
+        }
+        if self.also.is_empty() {
+            return self.one(f);
+        }
+        let count = 1 + self.also.len();
+        write!(f, "{count} problems:")?;
+        for problem in std::iter::once(self)
+            .chain(self.also.iter())
+            .take(MAX_LISTED)
+        {
+            f.write_str("\n  - ")?;
+            problem.one(f)?;
+        }
+        if count > MAX_LISTED {
+            write!(f, "\n  - and {} more", count - MAX_LISTED)?;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{Path, Result};
+use crate::error::{ErrorKind, Path, Result, TemplateError};
 use crate::graph::{Graph, references};
 use crate::intrinsics::{
     BoundParameters, Budget, Environment, Mode, Pseudo, Resolver, StackOutputRef,
@@ -353,12 +353,23 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan> {
         decided: HashMap::new(),
         budget: Budget::new(),
     };
+    // Every problem of the template is found, not only the first: a resource that cannot
+    // be planned is left out (what refers to it sees a value known after deploy), and
+    // planning goes on; only a limit stops it at once.
+    let mut problems = Vec::new();
     let mut resources = Vec::new();
     for id in graph.topological_order() {
-        resources.push(planner.resource(id, &graph)?);
+        match planner.resource(id, &graph) {
+            Ok(r) => resources.push(r),
+            Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+            Err(e) => problems.push(e),
+        }
     }
     resources.extend(deletes(input, &graph));
-    let outputs = planner.outputs()?;
+    let outputs = planner.outputs(&mut problems)?;
+    if let Some(e) = TemplateError::all(problems) {
+        return Err(e);
+    }
     Ok(Plan {
         stack: input.stack.to_string(),
         resources,
@@ -465,8 +476,9 @@ impl Planner<'_, '_> {
         })
     }
 
-    /// The outputs whose condition holds, as far as they are known, `NoEcho` values masked.
-    fn outputs(&self) -> Result<IndexMap<String, OutputPlan>> {
+    /// The outputs whose condition holds, as far as they are known, `NoEcho` values masked;
+    /// an output that cannot be planned is added to `problems` (a limit is the error).
+    fn outputs(&self, problems: &mut Vec<TemplateError>) -> Result<IndexMap<String, OutputPlan>> {
         self.with_resolver(|resolver| {
             let mut outputs = IndexMap::new();
             for (name, o) in &self.input.template.outputs {
@@ -475,7 +487,13 @@ impl Planner<'_, '_> {
                 {
                     continue;
                 }
-                outputs.insert(name.clone(), self.output(resolver, name, o)?);
+                match self.output(resolver, name, o) {
+                    Ok(output) => {
+                        outputs.insert(name.clone(), output);
+                    }
+                    Err(e) if e.kind == ErrorKind::Limit => return Err(e),
+                    Err(e) => problems.push(e),
+                }
             }
             Ok(outputs)
         })

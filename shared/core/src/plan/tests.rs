@@ -288,3 +288,60 @@ fn the_cdk_metadata_resource_is_never_planned() {
     let p = plan_of(&tpl, &CurrentState::default(), &[]).unwrap();
     assert_eq!(actions(&p), vec![("Q".to_string(), Action::Create)]);
 }
+
+/// Issue 27 item 5: every problem of a template is listed at once, each with its path,
+/// not only the first one met; what refers to a resource that could not be planned is
+/// not reported again.
+#[test]
+fn every_problem_of_a_template_is_listed_at_once() {
+    let template = t(json!({
+        "Resources": {
+            "Queue": {"Type": "AWS::SQS::Queue"},
+            "Topic": {"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": {"Ref": "Queu"}}},
+            "Param": {"Type": "AWS::SSM::Parameter", "Properties": {
+                "Type": "String", "Value": {"Fn::GetAtt": ["Queue", "Arm"]}}},
+            "Uses": {"Type": "AWS::SSM::Parameter", "Properties": {
+                "Type": "String", "Value": {"Fn::GetAtt": ["Topic", "TopicName"]}}}
+        },
+        "Outputs": {
+            "Out": {"Value": {"Ref": "Topc"}},
+            "Fine": {"Value": {"Ref": "Queue"}}
+        }
+    }));
+    let e = plan_of(&template, &CurrentState::default(), &[]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UnresolvedReference);
+    let text = e.to_string();
+    assert!(text.starts_with("3 problems:"), "{text}");
+    for line in [
+        "Resources.Topic.Properties.DisplayName.Ref: `Queu` is not a parameter, a resource or a pseudo parameter of this template (did you mean `Queue`?)",
+        "Resources.Param.Properties.Value.Fn::GetAtt: `Queue` (AWS::SQS::Queue) has no attribute `Arm` (did you mean `Arn`?)",
+        "Outputs.Out.Value.Ref: `Topc` is not a parameter, a resource or a pseudo parameter of this template (did you mean `Topic`?)",
+    ] {
+        assert!(text.contains(&format!("\n  - {line}")), "{line}\n{text}");
+    }
+
+    // One problem is the error itself, as before.
+    let one = t(json!({"Resources": {
+        "Topic": {"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": {"Ref": "Nope"}}}
+    }}));
+    let e = plan_of(&one, &CurrentState::default(), &[]).unwrap_err();
+    assert_eq!(e.path, "Resources.Topic.Properties.DisplayName.Ref");
+}
+
+#[test]
+fn a_long_list_of_problems_is_cut_with_a_count() {
+    let mut resources = serde_json::Map::new();
+    for i in 0..25 {
+        resources.insert(
+            format!("T{i}"),
+            json!({"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": {"Ref": format!("Missing{i}")}}}),
+        );
+    }
+    let template = t(json!({ "Resources": resources }));
+    let text = plan_of(&template, &CurrentState::default(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(text.starts_with("25 problems:"), "{text}");
+    assert_eq!(text.matches("\n  - ").count(), crate::error::MAX_LISTED + 1);
+    assert!(text.ends_with("\n  - and 5 more"), "{text}");
+}
