@@ -211,6 +211,52 @@ fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
     assert!(!stdout.contains("no property QueueName"), "{stdout}");
 }
 
+/// Issue 27 item 5: misspelled names in `Ref`, `Fn::GetAtt` and `Fn::Sub` are all listed
+/// in one run, each with its path and what was meant, and nothing is planned.
+#[test]
+fn misspelled_references_are_all_listed_in_one_run() {
+    let dir = std::env::temp_dir().join(format!("stackflow-refs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("refs.yaml");
+    std::fs::write(
+        &file,
+        "Resources:\n\
+         \x20 Orders:\n\
+         \x20   Type: AWS::SQS::Queue\n\
+         \x20 Alerts:\n\
+         \x20   Type: AWS::SNS::Topic\n\
+         \x20   Properties:\n\
+         \x20     DisplayName: !Ref Order\n\
+         \x20 Param:\n\
+         \x20   Type: AWS::SSM::Parameter\n\
+         \x20   Properties:\n\
+         \x20     Type: String\n\
+         \x20     Value: !GetAtt Orders.Arm\n\
+         Outputs:\n\
+         \x20 Url:\n\
+         \x20   Value: !Sub https://${Alert}.example\n",
+    )
+    .unwrap();
+    let out = stackflow(&["diff", file.to_str().unwrap(), "--stack", "refs"]);
+    let stderr = text(&out.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(1), "{}{stderr}", text(&out.stdout));
+    assert!(stderr.contains("3 problems:"), "{stderr}");
+    for line in [
+        "Resources.Alerts.Properties.DisplayName.Ref: `Order` is not a parameter, a resource \
+         or a pseudo parameter of this template (did you mean `Orders`?)",
+        "Resources.Param.Properties.Value.Fn::GetAtt: `Orders` (AWS::SQS::Queue) has no \
+         attribute `Arm` (did you mean `Arn`?)",
+        "Outputs.Url.Value.Fn::Sub: ",
+    ] {
+        assert!(
+            stderr.contains(&format!("\n  - {line}")),
+            "{line}\n{stderr}"
+        );
+    }
+    assert!(stderr.contains("(did you mean `Alerts`?)"), "{stderr}");
+}
+
 /// Issue 27 item 5: a deploy (and every command that acts on AWS) against an endpoint
 /// nobody answers at stops before anything, naming the endpoint in words (no SDK dump),
 /// and leaves no store behind; `diff` goes on offline.
