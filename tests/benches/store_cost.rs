@@ -24,13 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_types::SdkConfig;
-use stackflow_engine::progress::Silent;
-use stackflow_engine::{Engine, deploy_stack, destroy_stack};
-use stackflow_events::dynamo::DynamoStore;
+use stackflow_engine::{deploy_stack, destroy_stack};
 use stackflow_events::sqlite::SqliteStore;
 use stackflow_events::{EventStore, StreamId};
-use stackflow_providers::lookups::AwsLookups;
-use stackflow_providers::router::Providers;
+use stackflow_tests::deploy::{dynamo_on, dynamo_store, engine};
 use stackflow_tests::emulator::REGION;
 use stackflow_tests::latency::LatencyProxy;
 use stackflow_tests::{Emulator, unique_name};
@@ -45,21 +42,6 @@ struct Row {
     events: usize,
     /// DynamoDB requests by operation (deploy and destroy), when the store is DynamoDB's.
     operations: BTreeMap<String, usize>,
-}
-
-fn engine<S: EventStore + 'static>(config: &SdkConfig, store: Arc<S>) -> Arc<Engine<S>> {
-    Arc::new(Engine {
-        store,
-        providers: Arc::new(Providers::from_config(config, None)),
-        lookups: Arc::new(AwsLookups::new(config)),
-        region: REGION.to_string(),
-        who: format!("bench pid {}", std::process::id()),
-        cloudformation_fallback: false,
-        progress: Arc::new(Silent),
-        stale: Arc::new(|_| false),
-        digest_key: None,
-        lease: None,
-    })
 }
 
 /// Deploys and destroys `case` with `store`, every call through `proxy`.
@@ -185,16 +167,8 @@ async fn main() {
     let local = Arc::new(SqliteStore::open(dir.join("events.db")).expect("a store file"));
 
     // The table is made directly (not through the proxy): only the deploy's requests count.
-    let table = unique_name("store-cost");
-    DynamoStore::create_table_if_missing(&aws_sdk_dynamodb::Client::new(&direct), &table)
-        .await
-        .expect("the table");
-    let dynamo = Arc::new(DynamoStore::new(
-        aws_sdk_dynamodb::Client::new(&config),
-        aws_sdk_s3::Client::new(&config),
-        table,
-        None,
-    ));
+    let (table, bucket, _) = dynamo_store(emulator).await;
+    let dynamo = dynamo_on(&config, &table, &bucket);
 
     let mut rows = Vec::new();
     let mut failed = false;

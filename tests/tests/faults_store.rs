@@ -3,8 +3,10 @@
 //! recognize what a lost answer already did. (The faults campaign, `faults.rs`, runs the
 //! store with the SDK's retries on, as the CLI does.)
 
+use std::sync::Arc;
+
 use aws_smithy_types::retry::RetryConfig;
-use stackflow_events::dynamo::INLINE_BODY_LIMIT;
+use stackflow_events::dynamo::{DynamoStore, INLINE_BODY_LIMIT};
 use stackflow_events::event::{Event, Holder};
 use stackflow_events::{Appended, EventStore, NewEvent, Precondition, StreamId};
 use stackflow_tests::deploy::{cli_config, dynamo_on, dynamo_store};
@@ -50,19 +52,11 @@ fn locked_run(n: usize) -> Vec<(NewEvent, Precondition)> {
     appends
 }
 
-/// The DynamoDB store repeats what a fault cut off, itself: with the SDK's own retries
-/// off, 30 % of its requests (DynamoDB, and S3 for the large bodies) throttled, answered
-/// a plain-text 503, reset, or carried out with their answer dropped, every append of a
-/// locked run (take, hold, release) lands once, at the next position, and a repeated
-/// append is recognized.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dynamodb_store_repeats_what_a_fault_cut_off() {
+/// A DynamoDB store on a new table whose requests go through a [`FaultProxy`] with
+/// `config`, with the SDK's own retries off; the same table without the proxy; the proxy.
+async fn behind_faults(config: FaultConfig) -> (Arc<DynamoStore>, Arc<DynamoStore>, FaultProxy) {
     let emulator = Emulator::shared().await;
     let (table, bucket, direct) = dynamo_store(emulator).await;
-    let config = FaultConfig {
-        rate: 0.3,
-        ..FaultConfig::new(19)
-    };
     let proxy = FaultProxy::start(emulator.endpoint(), config)
         .await
         .expect("the fault proxy");
@@ -70,7 +64,21 @@ async fn the_dynamodb_store_repeats_what_a_fault_cut_off() {
         .to_builder()
         .retry_config(RetryConfig::disabled())
         .build();
-    let store = dynamo_on(&sdk, &table, &bucket);
+    (dynamo_on(&sdk, &table, &bucket), direct, proxy)
+}
+
+/// The DynamoDB store repeats what a fault cut off, itself: with the SDK's own retries
+/// off, 30 % of its requests (DynamoDB, and S3 for the large bodies) throttled, answered
+/// a plain-text 503, reset, or carried out with their answer dropped, every append of a
+/// locked run (take, hold, release) lands once, at the next position, and a repeated
+/// append is recognized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dynamodb_store_repeats_what_a_fault_cut_off() {
+    let (store, direct, proxy) = behind_faults(FaultConfig {
+        rate: 0.3,
+        ..FaultConfig::new(19)
+    })
+    .await;
     let stream = StreamId::new(REGION, unique_name("cut-off"));
     let appends = locked_run(30);
     for (n, (event, pre)) in appends.iter().enumerate() {
@@ -109,22 +117,13 @@ async fn the_dynamodb_store_repeats_what_a_fault_cut_off() {
 /// told its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_written_together_land_once_through_faults() {
-    let emulator = Emulator::shared().await;
-    let (table, bucket, direct) = dynamo_store(emulator).await;
-    let config = FaultConfig {
+    let (store, direct, proxy) = behind_faults(FaultConfig {
         rate: 0.5,
         kinds: vec![Fault::Reset, Fault::Drop],
         operations: vec!["TransactWriteItems".into()],
         ..FaultConfig::new(23)
-    };
-    let proxy = FaultProxy::start(emulator.endpoint(), config)
-        .await
-        .expect("the fault proxy");
-    let sdk = cli_config(&emulator.sdk_config().await, &proxy.endpoint())
-        .to_builder()
-        .retry_config(RetryConfig::disabled())
-        .build();
-    let store = dynamo_on(&sdk, &table, &bucket);
+    })
+    .await;
     let stream = StreamId::new(REGION, unique_name("together"));
     let mut appends = locked_run(60);
     let release = appends.pop().expect("the release");

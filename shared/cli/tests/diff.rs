@@ -30,6 +30,20 @@ fn stackflow_in(dir: &std::path::Path, args: &[&str]) -> Output {
         .expect("runs")
 }
 
+/// `stackflow diff` of the template `yaml`, written to `<stem>.yaml` in a directory of its
+/// own (removed after), with `args` after the file.
+fn diff_of(stem: &str, yaml: &str, args: &[&str]) -> Output {
+    let dir = std::env::temp_dir().join(format!("stackflow-{stem}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{stem}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let mut all = vec!["diff", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = stackflow(&all);
+    std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
@@ -165,11 +179,8 @@ fn help_lists_only_what_works() {
 /// AWS call, and every such problem of the template at once.
 #[test]
 fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
-    let dir = std::env::temp_dir().join(format!("stackflow-typos-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("typos.yaml");
-    std::fs::write(
-        &file,
+    let out = diff_of(
+        "typos",
         "Resources:\n\
          \x20 Alerts:\n\
          \x20   Type: AWS::SNS::Topik\n\
@@ -184,11 +195,9 @@ fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
          \x20   Properties:\n\
          \x20     ServiceToken: arn:aws:lambda:eu-west-1:123456789012:function:f\n\
          \x20     Whatever: 1\n",
-    )
-    .unwrap();
-    let out = stackflow(&["diff", file.to_str().unwrap(), "--stack", "typos", "--fail"]);
+        &["--stack", "typos", "--fail"],
+    );
     let stdout = text(&out.stdout);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
     assert!(
         stdout.contains("A deploy of typos would stop before changing anything:"),
@@ -215,11 +224,8 @@ fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
 /// in one run, each with its path and what was meant, and nothing is planned.
 #[test]
 fn misspelled_references_are_all_listed_in_one_run() {
-    let dir = std::env::temp_dir().join(format!("stackflow-refs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("refs.yaml");
-    std::fs::write(
-        &file,
+    let out = diff_of(
+        "refs",
         "Resources:\n\
          \x20 Orders:\n\
          \x20   Type: AWS::SQS::Queue\n\
@@ -235,11 +241,9 @@ fn misspelled_references_are_all_listed_in_one_run() {
          Outputs:\n\
          \x20 Url:\n\
          \x20   Value: !Sub https://${Alert}.example\n",
-    )
-    .unwrap();
-    let out = stackflow(&["diff", file.to_str().unwrap(), "--stack", "refs"]);
+        &["--stack", "refs"],
+    );
     let stderr = text(&out.stderr);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(1), "{}{stderr}", text(&out.stdout));
     assert!(stderr.contains("3 problems:"), "{stderr}");
     for line in [
