@@ -221,7 +221,8 @@ fn misspelled_types_and_properties_are_all_named_with_what_was_meant() {
 }
 
 /// Issue 27 item 5: misspelled names in `Ref`, `Fn::GetAtt` and `Fn::Sub` are all listed
-/// in one run, each with its path and what was meant, and nothing is planned.
+/// in one run, each with its path and what was meant, with the misspelled properties the
+/// pre-flight check would name once they are fixed; nothing is planned.
 #[test]
 fn misspelled_references_are_all_listed_in_one_run() {
     let out = diff_of(
@@ -229,6 +230,8 @@ fn misspelled_references_are_all_listed_in_one_run() {
         "Resources:\n\
          \x20 Orders:\n\
          \x20   Type: AWS::SQS::Queue\n\
+         \x20   Properties:\n\
+         \x20     VisibilityTimout: 30\n\
          \x20 Alerts:\n\
          \x20   Type: AWS::SNS::Topic\n\
          \x20   Properties:\n\
@@ -245,13 +248,15 @@ fn misspelled_references_are_all_listed_in_one_run() {
     );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{}{stderr}", text(&out.stdout));
-    assert!(stderr.contains("3 problems:"), "{stderr}");
+    assert!(stderr.contains("4 problems:"), "{stderr}");
     for line in [
         "Resources.Alerts.Properties.DisplayName.Ref: `Order` is not a parameter, a resource \
          or a pseudo parameter of this template (did you mean `Orders`?)",
         "Resources.Param.Properties.Value.Fn::GetAtt: `Orders` (AWS::SQS::Queue) has no \
          attribute `Arm` (did you mean `Arn`?)",
         "Outputs.Url.Value.Fn::Sub: ",
+        "Resources.Orders.Properties.VisibilityTimout: AWS::SQS::Queue has no property \
+         VisibilityTimout (did you mean `VisibilityTimeout`?)",
     ] {
         assert!(
             stderr.contains(&format!("\n  - {line}")),

@@ -96,9 +96,16 @@ impl TemplateError {
     /// carrying the others in [`TemplateError::also`] (its display lists them all).
     pub fn all(problems: Vec<TemplateError>) -> Option<TemplateError> {
         let mut problems = problems.into_iter();
-        let mut first = problems.next()?;
-        first.also = problems.collect();
-        Some(first)
+        let first = problems.next()?;
+        Some(first.with_more(problems))
+    }
+
+    /// This error, carrying `more` problems of the same template after those it has.
+    pub fn with_more(mut self, more: impl IntoIterator<Item = TemplateError>) -> Self {
+        let mut also = std::mem::take(&mut self.also).into_vec();
+        also.extend(more);
+        self.also = also.into();
+        self
     }
 
     pub fn in_file(mut self, file: impl fmt::Display) -> Self {

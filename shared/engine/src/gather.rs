@@ -189,7 +189,11 @@ pub(crate) fn plan_of<S: EventStore>(
         digest_key: key,
         secret_digests: Some(&answers.secret_digests),
     })
-    .map_err(|e| EngineError::Template(e.in_file(&input.source)))
+    .map_err(|e| {
+        // What the pre-flight check would say of the template, said now too.
+        let e = e.with_more(preflight::template_property_errors(&input.template));
+        EngineError::Template(e.in_file(&input.source))
+    })
 }
 
 /// The questions a resolution of `input` asks, given the answers so far.

@@ -7,11 +7,12 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use stackflow_core::error::did_you_mean;
+use stackflow_core::error::{ErrorKind, Path, TemplateError, did_you_mean};
 use stackflow_core::intrinsics::as_unknown;
 use stackflow_core::plan::{Action, Plan, Reason, ResourcePlan};
 use stackflow_core::schema;
 use stackflow_core::stateful::holds_data;
+use stackflow_core::template::Template;
 use stackflow_events::EventStore;
 use stackflow_events::projection::StackState;
 use stackflow_providers::registry::is_custom_type;
@@ -69,26 +70,51 @@ fn destroys_data(r: &ResourcePlan) -> Option<String> {
     ))
 }
 
-/// A line for each property of `r` that its type's schema does not have (CloudFormation
-/// refuses them; Cloud Control would fail at this resource, after others were made), with
-/// the property meant when one is close. Custom resources take any property.
-fn unknown_properties(r: &ResourcePlan) -> Vec<String> {
-    if is_custom_type(&r.resource_type) {
+/// An error for each of `names`, the properties resource `id` of type `ty` sets, that the
+/// type's schema does not have (CloudFormation refuses them; Cloud Control would fail at
+/// this resource, after others were made), with the property meant when one is close.
+/// Custom resources take any property.
+fn property_errors<'a>(
+    id: &str,
+    ty: &str,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<TemplateError> {
+    if is_custom_type(ty) {
         return Vec::new();
     }
-    let Some(schema) = schema::schema(&r.resource_type) else {
+    let Some(schema) = schema::schema(ty) else {
         return Vec::new();
     };
     schema
-        .unknown_properties(r.properties.keys().map(String::as_str))
+        .unknown_properties(names)
         .into_iter()
         .map(|(name, meant)| {
             let hint = did_you_mean(meant);
-            format!(
-                "Resources.{}.Properties.{name}: {} has no property {name}{hint}",
-                r.logical_id, r.resource_type
+            TemplateError::new(
+                ErrorKind::Structure,
+                Path::from_keys(["Resources", id, "Properties", name]),
+                format!("{ty} has no property {name}{hint}"),
             )
         })
+        .collect()
+}
+
+/// A line for each property of `r` that its type's schema does not have.
+fn unknown_properties(r: &ResourcePlan) -> Vec<String> {
+    let names = r.properties.keys().map(String::as_str);
+    property_errors(&r.logical_id, &r.resource_type, names)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The properties of `template`'s resources that their types do not have: told with the
+/// problems of a template that cannot be planned, so that all are seen in one run.
+pub(crate) fn template_property_errors(template: &Template) -> Vec<TemplateError> {
+    template
+        .resources
+        .iter()
+        .flat_map(|(id, r)| property_errors(id, &r.ty, r.properties.keys().map(String::as_str)))
         .collect()
 }
 
