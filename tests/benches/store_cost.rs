@@ -29,7 +29,7 @@ use stackflow_events::sqlite::SqliteStore;
 use stackflow_events::{EventStore, StreamId};
 use stackflow_tests::deploy::{dynamo_on, dynamo_store, engine};
 use stackflow_tests::emulator::REGION;
-use stackflow_tests::latency::LatencyProxy;
+use stackflow_tests::latency::{LatencyProxy, bench_latency};
 use stackflow_tests::{Emulator, unique_name};
 
 use crate::cases::{input, load_case, options, problem};
@@ -144,11 +144,8 @@ fn print(rows: &[Row], latency: Duration) {
 
 #[tokio::main]
 async fn main() {
-    let latency_ms: u64 = std::env::var("STACKFLOW_BENCH_LATENCY_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(108);
-    let latency = Duration::from_millis(latency_ms);
+    let latency = bench_latency();
+    let latency_ms = latency.as_millis();
     let case = std::env::var("STACKFLOW_BENCH_CASE").unwrap_or_else(|_| "wide-200".into());
     let emulator = Emulator::shared().await;
     let proxy = LatencyProxy::start(emulator.endpoint(), latency)

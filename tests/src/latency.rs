@@ -34,6 +34,16 @@ pub struct RequestRecord {
     pub label: String,
 }
 
+/// The latency a benchmark gives every AWS call: `STACKFLOW_BENCH_LATENCY_MS` (default 108
+/// ms, a round trip to a distant region).
+pub fn bench_latency() -> Duration {
+    let ms = std::env::var("STACKFLOW_BENCH_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(108);
+    Duration::from_millis(ms)
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     latency_nanos: AtomicU64,

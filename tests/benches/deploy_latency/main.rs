@@ -58,7 +58,7 @@ use std::time::Duration;
 use aws_types::SdkConfig;
 use stackflow_events::sqlite::SqliteStore;
 use stackflow_providers::router::{Providers, Router};
-use stackflow_tests::latency::LatencyProxy;
+use stackflow_tests::latency::{LatencyProxy, bench_latency};
 use stackflow_tests::{Emulator, unique_name};
 
 use crate::bound::{Bound, bound, uses_get_azs};
@@ -205,11 +205,8 @@ async fn run_case(
 
 #[tokio::main]
 async fn main() {
-    let latency_ms: u64 = std::env::var("STACKFLOW_BENCH_LATENCY_MS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(108);
-    let latency = Duration::from_millis(latency_ms);
+    let latency = bench_latency();
+    let latency_ms = latency.as_millis();
     let cases = list_var("STACKFLOW_BENCH_CASES", &CASES);
     let parts = list_var(
         "STACKFLOW_BENCH_PARTS",

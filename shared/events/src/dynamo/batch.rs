@@ -325,12 +325,7 @@ fn fail(batch: Vec<Request>, error: &StoreError) {
 }
 
 /// The error of an append whose lock condition failed for good.
-pub(super) fn refusal(
-    lock: LockOp<'_>,
-    holder: Option<Holder>,
-    table: &str,
-    pk: &str,
-) -> StoreError {
+fn refusal(lock: LockOp<'_>, holder: Option<Holder>, table: &str, pk: &str) -> StoreError {
     match (lock, holder) {
         (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
         (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
