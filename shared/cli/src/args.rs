@@ -103,19 +103,32 @@ pub enum Command {
     /// JSON text for an object, "5" for 5) are not drift; write-only properties are not
     /// compared, and said so. Secrets are shown as ***.
     ///
-    /// Exit 0 when everything is in sync, 1 when anything drifted or was deleted, 2 when
-    /// the only differences are masked (***) positions that cannot be compared, or when
-    /// --accept/--revert declined a resource (a refused baseline, a deleted resource).
+    /// --all checks every stack of the region in the store; --dry-run with --accept or
+    /// --revert says what they would do and does nothing.
+    ///
+    /// Exit 0 when everything is in sync, 1 when anything drifted or was deleted (still
+    /// so: also after --dry-run), 2 when the only differences are masked (***) positions
+    /// that cannot be compared, or when --accept/--revert declined a resource (a refused
+    /// baseline, a deleted resource).
     Drift(DriftArgs),
     /// Adopt resources that already exist in AWS into a stack's records
     ///
-    /// Per template resource, the physical id comes from --resource, else from the name
-    /// the template gives (its name property); a describe call confirms it exists. A
-    /// resource that does not exist is reported "not deployed yet" (the next deploy
-    /// creates it); a type that cannot be looked up by name is "unsupported" unless
-    /// --resource names it. What AWS holds is recorded, with a drift baseline (secrets
-    /// as their {{resolve:...}} references). Every parameter is bound at its Default.
-    /// An import changes nothing in AWS: read `stackflow diff` before the next deploy.
+    /// Per template resource, the physical id comes from --resource (or a resource
+    /// mapping), else from the CloudFormation stack of the same name when one exists (a
+    /// stack `cdk deploy` made: generated names are found there; the stack is left as it
+    /// is), else from the name the template gives (its name property); a describe call
+    /// confirms it exists. A resource that does not exist is reported "not deployed yet"
+    /// (the next deploy creates it); a type that cannot be looked up by name is
+    /// "unsupported" unless --resource names it. What AWS holds is recorded, with a drift
+    /// baseline (secrets as their {{resolve:...}} references). Every parameter is bound
+    /// at its Default. An import changes nothing in AWS: read `stackflow diff` before the
+    /// next deploy.
+    ///
+    /// With --resource (or a resource mapping) and without --auto, only the resources
+    /// named are imported (a selective import): the others stay as recorded, or are "out
+    /// of scope" and the next deploy creates them. --dry-run looks everything up and
+    /// records nothing; --record-resource-mapping writes what was found, for review and a
+    /// later --resource-mapping.
     ///
     /// --migrate-from-cloudformation [CFN_STACK] takes a stack over from CloudFormation
     /// (CFN_STACK defaults to --stack): the physical ids come from the CloudFormation
@@ -131,8 +144,8 @@ pub enum Command {
     /// Give PATH before this option.
     ///
     /// A stack with recorded resources needs --force (import everything again) or
-    /// --resource (add or replace only those). Exit 0 unless a look-up failed, or a
-    /// migration did not delete its CloudFormation stack (1).
+    /// --resource (add only those; --force to replace a recorded one). Exit 0 unless a
+    /// look-up failed, or a migration did not delete its CloudFormation stack (1).
     Import(ImportArgs),
     /// Create stackflow's own bucket in each --region (default: the configured region):
     /// the engine's bucket and, unless
@@ -271,11 +284,37 @@ pub struct ImportArgs {
     pub stack: String,
 
     /// The physical id of a resource (repeatable): adopts types that cannot be looked up
-    /// by name, and alone merges into an existing state
+    /// by name; without --auto, only the resources named are imported
     #[arg(long = "resource", value_name = "ID=PHYSICAL", value_parser = parse_key_value)]
     pub resources: Vec<(String, String)>,
 
-    /// Import every template resource again over the stack's recorded state
+    /// Physical ids by logical id from a JSON file, `{"ID": "PHYSICAL", ...}` (as
+    /// --record-resource-mapping writes it); --resource wins over it
+    #[arg(long, value_name = "FILE", conflicts_with = "resource_mapping_inline")]
+    pub resource_mapping: Option<PathBuf>,
+
+    /// Physical ids by logical id as JSON text, `{"ID": "PHYSICAL", ...}`
+    #[arg(long, value_name = "JSON")]
+    pub resource_mapping_inline: Option<String>,
+
+    /// Write the physical ids found (logical id to physical id, JSON) to FILE, for review
+    /// and a later --resource-mapping (also with --dry-run)
+    #[arg(long, value_name = "FILE")]
+    pub record_resource_mapping: Option<PathBuf>,
+
+    /// With --resource or a mapping: look every other template resource up too, as
+    /// without them
+    #[arg(long)]
+    pub auto: bool,
+
+    /// Look everything up and report what would be imported; take no lock and record
+    /// nothing
+    #[arg(long, conflicts_with = "migrate_from_cloudformation")]
+    pub dry_run: bool,
+
+    /// Overwrite recorded resources: import every template resource again over the
+    /// stack's records, or, with --resource, replace the record of a resource it names
+    /// under another physical id
     #[arg(long)]
     pub force: bool,
 
@@ -309,14 +348,59 @@ pub enum StateCommand {
     /// Read a fresh drift baseline of every resource from AWS (refused baselines stay
     /// refused)
     RefreshObserved(StackArg),
+    /// Take resources out of a stack's records, leaving them in AWS as they are
+    ///
+    /// Each is recorded as retained: stackflow no longer updates, deletes or checks it,
+    /// and the records of the resources that referred to it keep the values they were
+    /// deployed with. While the template still declares it, the next deploy creates it
+    /// again: remove it from the template first (putting its values where others refer to
+    /// it). Refused for a resource with a call whose outcome is not recorded, one a failed
+    /// deploy's rollback still has to undo, and a nested stack.
+    Orphan(StateOrphanArgs),
+}
+
+/// Arguments of `stackflow state orphan`.
+#[derive(Debug, Args)]
+pub struct StateOrphanArgs {
+    /// The stack name
+    #[arg(long, value_name = "NAME")]
+    pub stack: String,
+
+    /// The logical ids to take out of the records
+    #[arg(value_name = "LOGICAL_ID", required = true)]
+    pub ids: Vec<String>,
+
+    /// Only say what would be taken out; record nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print the result as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `stackflow drift`.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("act").args(["accept", "revert"]))]
 pub struct DriftArgs {
     /// The stack name
-    #[arg(long, value_name = "NAME")]
-    pub stack: String,
+    #[arg(long, value_name = "NAME", required_unless_present = "all")]
+    pub stack: Option<String>,
+
+    /// Every stack of this region with recorded resources in the store, one after
+    /// another (the exit code is the worst of them; a stack that cannot be checked is
+    /// an error printed, and the others go on)
+    #[arg(long, conflicts_with_all = ["stack", "resource"])]
+    pub all: bool,
+
+    /// At most this many resources read, accepted or reverted at once
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+
+    /// With --accept or --revert: say what they would do, and do nothing (no lock, no
+    /// record, no change in AWS)
+    #[arg(long, requires = "act")]
+    pub dry_run: bool,
 
     /// Only this resource (a logical id); repeat for more
     #[arg(long = "resource", value_name = "ID")]

@@ -22,6 +22,7 @@ pub mod limits;
 pub mod lookups;
 pub mod nested;
 mod observe;
+pub mod orphan;
 pub mod preflight;
 pub mod progress;
 pub mod reconcile;

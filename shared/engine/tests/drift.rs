@@ -5,7 +5,9 @@
 mod support;
 
 use serde_json::{Value, json};
-use stackflow_engine::drift::{DriftMode, DriftStatus, drift_stack, refresh_observed};
+use stackflow_engine::drift::{
+    DriftMode, DriftRun, DriftStatus, drift_stack, drift_stack_with, refresh_observed,
+};
 use stackflow_events::event::{Baseline, Event, RefusalCause};
 use stackflow_events::{EventStore, NewEvent, Precondition};
 use support::{FakeLookups, Op, Rig, deploy_ok, input};
@@ -534,4 +536,64 @@ async fn a_deploy_reads_each_baseline_once() {
         assert!(r.baseline.is_some(), "{id} has a baseline");
         assert_eq!(reads.get(&r.physical_id), Some(&1), "{id} was read once");
     }
+}
+
+#[tokio::test]
+async fn a_dry_run_says_what_accept_and_revert_would_do_and_does_nothing() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    let tags = json!([{"Key": "team", "Value": "a"}, {"Key": "env", "Value": "dev"}]);
+    rig.cloud
+        .set_properties(&topic, json!({"DisplayName": "Changed", "Tags": tags}));
+    let events_before = rig.events("app").await.len();
+    rig.cloud.clear_calls();
+    let dry = DriftRun {
+        concurrency: 2,
+        dry_run: true,
+    };
+    for (mode, would) in [
+        (DriftMode::Revert, DriftStatus::WouldRevert),
+        (DriftMode::Accept, DriftStatus::WouldAccept),
+    ] {
+        let report = drift_stack_with(rig.engine.clone(), "app", &[], mode, dry)
+            .await
+            .unwrap();
+        assert!(report.dry_run);
+        let t = report.resources.iter().find(|r| r.logical_id == "Topic");
+        assert_eq!(t.unwrap().status, would, "{report:#?}");
+        let p = report.resources.iter().find(|r| r.logical_id == "Param");
+        assert_eq!(p.unwrap().status, DriftStatus::InSync, "{report:#?}");
+        assert_eq!(report.exit_code(), 1, "the drift is still there");
+    }
+    // No lock, no event (not even the check's), no call that changes AWS.
+    assert_eq!(rig.events("app").await.len(), events_before);
+    assert!(rig.cloud.calls().is_empty(), "{:?}", rig.cloud.calls());
+    assert_eq!(
+        rig.cloud.only("app", "Topic").1.properties["DisplayName"],
+        "Changed"
+    );
+    assert!(rig.lock_holder("app").await.is_none());
+
+    // The revert itself does what the dry run said.
+    let how = DriftRun {
+        concurrency: 2,
+        dry_run: false,
+    };
+    let reverted = drift_stack_with(rig.engine.clone(), "app", &[], DriftMode::Revert, how)
+        .await
+        .unwrap();
+    let t = reverted.resources.iter().find(|r| r.logical_id == "Topic");
+    assert_eq!(t.unwrap().status, DriftStatus::Reverted);
+    let updates: Vec<_> = rig
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op == Op::Update)
+        .collect();
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(
+        rig.cloud.only("app", "Topic").1.properties["DisplayName"],
+        "Orders"
+    );
 }

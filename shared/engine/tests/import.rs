@@ -282,7 +282,11 @@ async fn a_rollback_after_an_import_leaves_the_adopted_resources_alone() {
     let report = import_stack(
         rig.engine.clone(),
         input("app", v),
-        overrides(&[("A", &a), ("B", &other)]),
+        // B is recorded under the failed deploy's id: replacing it needs force.
+        ImportOptions {
+            force: true,
+            ..overrides(&[("A", &a), ("B", &other)])
+        },
     )
     .await
     .unwrap();

@@ -12,3 +12,12 @@ pub fn s3_client(config: &SdkConfig) -> aws_sdk_s3::Client {
             .build(),
     )
 }
+
+/// The SHA-256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

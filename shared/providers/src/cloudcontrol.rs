@@ -34,7 +34,6 @@ use aws_sdk_cloudcontrol::operation::delete_resource::builders::DeleteResourceFl
 use aws_sdk_cloudcontrol::operation::update_resource::builders::UpdateResourceFluentBuilder;
 use aws_sdk_cloudcontrol::types::{OperationStatus, ProgressEvent};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use stackflow_core::schema::{self, ResourceSchema};
 use tokio::time::Instant;
 
@@ -363,10 +362,7 @@ pub fn client_token(token: &str) -> String {
     if valid {
         token.to_string()
     } else {
-        Sha256::digest(token.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::aws::sha256_hex(token.as_bytes())
     }
 }
 

@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 use stackflow_engine::drift::{
-    Against, DriftMode, DriftReport, DriftStatus, ResourceDrift, drift_stack, refresh_observed,
+    Against, DriftMode, DriftReport, DriftRun, DriftStatus, ResourceDrift, drift_stack_with,
+    refresh_observed,
 };
+use stackflow_events::EventStore as _;
 
 use crate::args::{DriftArgs, GlobalArgs, StackArg};
 use crate::setup::setup;
@@ -18,13 +20,75 @@ pub async fn run(global: &GlobalArgs, args: DriftArgs) -> anyhow::Result<ExitCod
         (_, true) => DriftMode::Revert,
         _ => DriftMode::Check,
     };
-    let report = drift_stack(setup.engine.clone(), &args.stack, &args.resource, mode).await?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
+    let how = DriftRun {
+        concurrency: usize::from(args.concurrency),
+        dry_run: args.dry_run,
+    };
+    let stacks = match &args.stack {
+        Some(stack) => vec![stack.clone()],
+        None => every_stack(&setup, &global.store.to_string()).await?,
+    };
+    let mut reports = Vec::new();
+    let mut code = 0;
+    for stack in &stacks {
+        let engine = setup.engine.clone();
+        match drift_stack_with(engine, stack, &args.resource, mode, how).await {
+            Ok(report) => {
+                code = code.max(report.exit_code());
+                if !args.json {
+                    print!("{}", render(&report));
+                }
+                reports.push(report);
+            }
+            // One stack that cannot be checked does not stop the others under --all.
+            Err(e) if args.all => {
+                eprintln!("error: stack {stack}: {e}");
+                code = code.max(1);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    Ok(ExitCode::from(report.exit_code() as u8))
+    if args.json {
+        let out = if args.all {
+            serde_json::json!({ "stacks": reports })
+        } else {
+            serde_json::to_value(&reports[0])?
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if args.all {
+        println!("{} stack(s) checked in {}.", reports.len(), setup.region);
+    }
+    Ok(ExitCode::from(code as u8))
+}
+
+/// `--all`: every stack of this region the store holds records of, by name.
+async fn every_stack(setup: &crate::setup::Setup, store: &str) -> anyhow::Result<Vec<String>> {
+    let mut stacks: Vec<String> = setup
+        .engine
+        .store
+        .streams()
+        .await?
+        .into_iter()
+        .filter(|s| s.region == setup.region)
+        .map(|s| s.stack)
+        .collect();
+    stacks.sort();
+    let mut with_resources: Vec<String> = Vec::new();
+    for stack in stacks {
+        let stream = setup.engine.stream(&stack);
+        let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
+        if !state.resources.is_empty() {
+            with_resources.push(stack);
+        }
+    }
+    if with_resources.is_empty() {
+        anyhow::bail!(
+            "the store ({store}) has no stack with recorded resources in {}: check --store \
+             and --region",
+            setup.region
+        );
+    }
+    Ok(with_resources)
 }
 
 pub async fn refresh(global: &GlobalArgs, args: StackArg) -> anyhow::Result<ExitCode> {
@@ -59,15 +123,26 @@ fn status_text(r: &ResourceDrift) -> String {
         DriftStatus::Accepted => "accepted: AWS's values are the baseline now".into(),
         DriftStatus::Reverted => "reverted to the baseline".into(),
         DriftStatus::Declined => "declined".into(),
+        DriftStatus::WouldAccept => {
+            format!("DRIFTED from {against}: --accept would take AWS's values as the baseline")
+        }
+        DriftStatus::WouldRevert => {
+            format!("DRIFTED from {against}: --revert would put it back to the baseline")
+        }
     }
 }
 
 /// The report as text: one block per resource, then a summary with the exit code.
 pub fn render(report: &DriftReport) -> String {
     let mut out = String::new();
+    let dry = if report.dry_run {
+        ", dry run: nothing recorded or changed"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "Drift of stack {} ({}):",
+        "Drift of stack {} ({}{dry}):",
         report.stack, report.check_id
     );
     for r in &report.resources {
@@ -118,6 +193,12 @@ pub fn render(report: &DriftReport) -> String {
         count(DriftStatus::Unsupported),
         match report.mode {
             DriftMode::Check => String::new(),
+            _ if report.dry_run => format!(
+                ", {} to accept, {} to revert, {} declined",
+                count(DriftStatus::WouldAccept),
+                count(DriftStatus::WouldRevert),
+                count(DriftStatus::Declined)
+            ),
             _ => format!(
                 ", {} accepted, {} reverted, {} declined",
                 count(DriftStatus::Accepted),

@@ -4,7 +4,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
+use indexmap::IndexMap;
+use stackflow_core::assets::stackflow_bucket_name;
 use stackflow_core::template::load_path;
 use stackflow_engine::import::{
     ImportOptions, ImportReport, ImportStatus, MigrateFrom, MigrationOutcome, import_stack,
@@ -32,26 +34,50 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
              in the template"
         ),
     };
+    let overrides = overrides(&args)?;
     let setup = setup(global, true, global.verbose).await?;
     let moved = asset_references_to_move(global, &setup, &args, &stack).await?;
     let input = setup.input(stack, bound);
-    let migrate = match &args.migrate_from_cloudformation {
+    // A migration's template over UpdateStack's inline limit goes by S3: the store
+    // bucket, else stackflow's bucket of this account and region.
+    let bucket = global.store_bucket.clone().or_else(|| {
+        let account = setup.account_id.as_deref()?;
+        Some(stackflow_bucket_name(account, &setup.region))
+    });
+    let lookups = AwsLookups::new(&crate::aws::load(global).await);
+    let cloudformation = Arc::new(match bucket {
+        Some(b) => lookups.with_template_bucket(b),
+        None => lookups,
+    });
+    let from = |name: &str| MigrateFrom {
+        stack: name.to_string(),
+        cloudformation: cloudformation.clone(),
+    };
+    let migrate = match args.migrate_from_cloudformation.as_deref() {
         None => None,
-        Some(source) => Some(MigrateFrom {
-            stack: if source.is_empty() {
-                args.stack.clone()
-            } else {
-                source.clone()
-            },
-            cloudformation: Arc::new(AwsLookups::new(&crate::aws::load(global).await)),
-        }),
+        Some("") => Some(from(&args.stack)),
+        Some(source) => Some(from(source)),
     };
     let options = ImportOptions {
-        overrides: args.resources.iter().cloned().collect(),
+        overrides,
+        auto: args.auto,
         force: args.force,
         migrate,
+        cloudformation: Some(from(&args.stack)),
+        dry_run: args.dry_run,
     };
     let report = import_stack(setup.engine.clone(), input, options).await?;
+    if let Some(file) = &args.record_resource_mapping {
+        let mapping = found_mapping(&report);
+        std::fs::write(file, serde_json::to_string_pretty(&mapping)? + "\n")
+            .with_context(|| format!("writing the resource mapping {}", file.display()))?;
+        eprintln!(
+            "wrote {} physical id(s) to {}: review it, then import with --resource-mapping {}",
+            mapping.len(),
+            file.display(),
+            file.display()
+        );
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -69,6 +95,54 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
         );
     }
     Ok(ExitCode::from(report.exit_code() as u8))
+}
+
+/// The physical ids given: the mapping (a file or inline JSON), then each --resource
+/// over it.
+fn overrides(args: &ImportArgs) -> anyhow::Result<IndexMap<String, String>> {
+    let (text, from) = match (&args.resource_mapping, &args.resource_mapping_inline) {
+        (Some(file), _) => (
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading the resource mapping {}", file.display()))?,
+            file.display().to_string(),
+        ),
+        (None, Some(text)) => (text.clone(), "--resource-mapping-inline".to_string()),
+        (None, None) => (String::new(), String::new()),
+    };
+    let mut out = if text.is_empty() {
+        IndexMap::new()
+    } else {
+        parse_mapping(&text).map_err(|why| anyhow::anyhow!("{from}: {why}"))?
+    };
+    out.extend(args.resources.iter().cloned());
+    Ok(out)
+}
+
+/// A resource mapping: a JSON object of logical id to physical id (a string each).
+fn parse_mapping(text: &str) -> Result<IndexMap<String, String>, String> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("not JSON ({e}); expected {{\"LogicalId\": \"physical-id\", ...}}"))?;
+    let Some(map) = value.as_object() else {
+        return Err("expected a JSON object, {\"LogicalId\": \"physical-id\", ...}".into());
+    };
+    map.iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(p) if !p.is_empty() => Ok((k.clone(), p.to_string())),
+            _ => Err(format!(
+                "the physical id of {k} must be a non-empty string, found {v}"
+            )),
+        })
+        .collect()
+}
+
+/// What the import found: the physical id of each resource it imported (or would).
+fn found_mapping(report: &ImportReport) -> IndexMap<String, String> {
+    report
+        .resources
+        .iter()
+        .filter(|r| r.status == ImportStatus::Imported)
+        .filter_map(|r| Some((r.logical_id.clone(), r.physical_id.clone()?)))
+        .collect()
 }
 
 /// How many asset references of `stack` the next deploy points at stackflow's bucket
@@ -97,6 +171,7 @@ fn status_text(status: ImportStatus) -> &'static str {
         ImportStatus::NotDeployedYet => "not deployed yet",
         ImportStatus::Unsupported => "unsupported",
         ImportStatus::Kept => "kept as recorded",
+        ImportStatus::OutOfScope => "out of scope (not named; the next deploy creates it)",
         ImportStatus::Failed => "FAILED",
     }
 }
@@ -123,11 +198,23 @@ pub fn render(report: &ImportReport, path: &str) -> String {
 
 fn render_one(report: &ImportReport, path: &str) -> String {
     let mut out = String::new();
+    let dry = if report.dry_run {
+        ", dry run: nothing recorded"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "Import into stack {} ({}):",
+        "Import into stack {} ({}{dry}):",
         report.stack, report.import_id
     );
+    if let Some(cfn) = &report.from_cloudformation {
+        let _ = writeln!(
+            out,
+            "  physical ids from CloudFormation stack {cfn} (left as it is: it still manages \
+             them too; --migrate-from-cloudformation retires it)"
+        );
+    }
     for r in &report.resources {
         let mut line = format!(
             "  {} ({}): {}",
@@ -154,15 +241,31 @@ fn render_one(report: &ImportReport, path: &str) -> String {
         );
     }
     let count = |s: ImportStatus| report.resources.iter().filter(|r| r.status == s).count();
+    let scope = match count(ImportStatus::OutOfScope) {
+        0 => String::new(),
+        n => format!(", {n} out of scope"),
+    };
+    let next = if report.dry_run {
+        "Nothing was recorded: run it again without --dry-run to import.".to_string()
+    } else {
+        format!(
+            "An import changes nothing in AWS; read `stackflow diff {path} --stack {}` before \
+             the next deploy.",
+            report.stack
+        )
+    };
     let _ = writeln!(
         out,
-        "{} imported, {} not deployed yet, {} unsupported, {} failed. An import changes \
-         nothing in AWS; read `stackflow diff {path} --stack {}` before the next deploy.",
+        "{} {}, {} not deployed yet, {} unsupported, {} failed{scope}. {next}",
         count(ImportStatus::Imported),
+        if report.dry_run {
+            "to import"
+        } else {
+            "imported"
+        },
         count(ImportStatus::NotDeployedYet),
         count(ImportStatus::Unsupported),
         count(ImportStatus::Failed),
-        report.stack
     );
     for child in &report.nested {
         out.push_str(&render_one(child, path));

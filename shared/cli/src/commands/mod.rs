@@ -53,6 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::State(StateCommand::RefreshObserved(args)) => {
             drift::refresh(&cli.global, args).await
         }
+        Command::State(StateCommand::Orphan(args)) => state::orphan(&cli.global, args).await,
         Command::Drift(args) => drift::run(&cli.global, args).await,
         Command::Import(args) => import::run(&cli.global, args).await,
         Command::Events(args) => state::events(&cli.global, args).await,

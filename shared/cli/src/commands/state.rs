@@ -9,9 +9,9 @@ use stackflow_events::dynamo::DynamoStore;
 use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, load_state};
 
-use crate::args::{EventsArgs, GlobalArgs, StateShowArgs};
+use crate::args::{EventsArgs, GlobalArgs, StateOrphanArgs, StateShowArgs};
 use crate::render;
-use crate::setup::Context;
+use crate::setup::{Context, setup_with};
 use crate::store::{StoreSpec, local_file};
 
 pub async fn init(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
@@ -129,5 +129,45 @@ pub async fn unlock(global: &GlobalArgs, stack: &str) -> anyhow::Result<ExitCode
         }
         None => println!("Stack {stack} is not locked; nothing to do."),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn orphan(global: &GlobalArgs, args: StateOrphanArgs) -> anyhow::Result<ExitCode> {
+    let ctx = Context::open(global).await?;
+    let setup = setup_with(global, false, global.verbose, Some(ctx.store), None, false).await?;
+    let report = stackflow_engine::orphan::orphan(
+        setup.engine.clone(),
+        &args.stack,
+        &args.ids,
+        args.dry_run,
+    )
+    .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let head = if report.dry_run {
+        "Would take out of the records (dry run: nothing recorded)"
+    } else {
+        "Taken out of the records (nothing changed in AWS)"
+    };
+    println!("{head} of stack {}:", report.stack);
+    for o in &report.orphaned {
+        let mut line = format!(
+            "  {} ({}): {}",
+            o.logical_id, o.resource_type, o.physical_id
+        );
+        if !o.dependents.is_empty() {
+            line.push_str(&format!(
+                "; {} keep the values they were deployed with",
+                o.dependents.join(", ")
+            ));
+        }
+        println!("{line}");
+    }
+    println!(
+        "Each stays in AWS, no longer managed by stackflow. While the template declares one, \
+         the next deploy creates it again: remove it from the template first."
+    );
     Ok(ExitCode::SUCCESS)
 }

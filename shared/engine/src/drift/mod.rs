@@ -68,6 +68,10 @@ pub enum DriftStatus {
     Reverted,
     /// `--accept`/`--revert` declined it (the reason says why).
     Declined,
+    /// `--accept --dry-run`: AWS's values would be recorded.
+    WouldAccept,
+    /// `--revert --dry-run`: AWS would be put back to the baseline.
+    WouldRevert,
 }
 
 impl DriftStatus {
@@ -81,6 +85,8 @@ impl DriftStatus {
             DriftStatus::Accepted => "accepted",
             DriftStatus::Reverted => "reverted",
             DriftStatus::Declined => "declined",
+            DriftStatus::WouldAccept => "would-accept",
+            DriftStatus::WouldRevert => "would-revert",
         }
     }
 }
@@ -153,6 +159,28 @@ pub struct DriftReport {
     pub mode: DriftMode,
     /// Per resource, in the state's order.
     pub resources: Vec<ResourceDrift>,
+    /// True when `--accept`/`--revert` only said what they would do: nothing was
+    /// recorded, and no lock was taken.
+    pub dry_run: bool,
+}
+
+/// How a drift check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriftRun {
+    /// At most this many resources read, accepted or reverted at once.
+    pub concurrency: usize,
+    /// With accept or revert: only say what they would do (no lock, no write, no call
+    /// that changes AWS; the check itself is not recorded either).
+    pub dry_run: bool,
+}
+
+impl Default for DriftRun {
+    fn default() -> Self {
+        DriftRun {
+            concurrency: 10,
+            dry_run: false,
+        }
+    }
 }
 
 impl DriftReport {
@@ -161,8 +189,9 @@ impl DriftReport {
     /// `--revert` declined, 0 otherwise.
     pub fn exit_code(&self) -> i32 {
         let has = |s: DriftStatus| self.resources.iter().any(|r| r.status == s);
-        let deleted = has(DriftStatus::Deleted) && self.mode == DriftMode::Check;
-        if has(DriftStatus::Drifted) || deleted {
+        let deleted = has(DriftStatus::Deleted) && (self.mode == DriftMode::Check || self.dry_run);
+        let would = has(DriftStatus::WouldAccept) || has(DriftStatus::WouldRevert);
+        if has(DriftStatus::Drifted) || deleted || would {
             1
         } else if has(DriftStatus::NotCompared) || has(DriftStatus::Declined) {
             2
@@ -181,10 +210,23 @@ pub async fn drift_stack<S: EventStore + 'static>(
     only: &[String],
     mode: DriftMode,
 ) -> Result<DriftReport, EngineError> {
+    drift_stack_with(engine, stack, only, mode, DriftRun::default()).await
+}
+
+/// [`drift_stack`], run as `how` says.
+pub async fn drift_stack_with<S: EventStore + 'static>(
+    engine: Arc<Engine<S>>,
+    stack: &str,
+    only: &[String],
+    mode: DriftMode,
+    how: DriftRun,
+) -> Result<DriftReport, EngineError> {
     let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
     let selected = selected(&recorder, stack, only)?;
     let check_id = new_id(CHECK_PREFIX);
+    let locks = mode != DriftMode::Check && !how.dry_run;
     let pre = match mode {
+        _ if !locks => Precondition::None,
         DriftMode::Check => Precondition::None,
         DriftMode::Accept | DriftMode::Revert => {
             let holder = engine.holder(&check_id, "drift");
@@ -207,11 +249,22 @@ pub async fn drift_stack<S: EventStore + 'static>(
         pre: &pre,
         check_id: &check_id,
     };
-    let outcome = check_all(&engine, stack, &run, &selected, mode).await;
-    if mode != DriftMode::Check {
+    let outcome = check_all(&engine, stack, &run, &selected, mode, how).await;
+    if locks {
         crate::destroy::release(&recorder, &check_id).await?;
     }
     let resources = outcome?;
+    let report = DriftReport {
+        stack: stack.to_string(),
+        check_id: check_id.clone(),
+        mode,
+        resources,
+        dry_run: how.dry_run,
+    };
+    if how.dry_run {
+        return Ok(report);
+    }
+    let resources = &report.resources;
     let results = resources
         .iter()
         .map(|r| DriftResult {
@@ -233,12 +286,7 @@ pub async fn drift_stack<S: EventStore + 'static>(
             &Precondition::None,
         )
         .await?;
-    Ok(DriftReport {
-        stack: stack.to_string(),
-        check_id,
-        mode,
-        resources,
-    })
+    Ok(report)
 }
 
 /// The recorded resources `only` names (all when empty), in the state's order.
@@ -271,15 +319,17 @@ fn selected<S: EventStore>(
         .collect())
 }
 
-/// Checks each resource, ten at a time, then acts on the drifted ones.
+/// Reads and compares each resource, then acts on the drifted ones: `how.concurrency` at
+/// a time each, results in the state's order.
 async fn check_all<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     stack: &str,
     run: &CheckRun<'_, S>,
     selected: &[(String, ResourceState)],
     mode: DriftMode,
+    how: DriftRun,
 ) -> Result<Vec<ResourceDrift>, EngineError> {
-    let limit = Arc::new(tokio::sync::Semaphore::new(10));
+    let limit = Arc::new(tokio::sync::Semaphore::new(how.concurrency.max(1)));
     let mut running = tokio::task::JoinSet::new();
     for (i, (id, r)) in selected.iter().enumerate() {
         let (engine, limit) = (engine.clone(), limit.clone());
@@ -296,23 +346,87 @@ async fn check_all<S: EventStore + 'static>(
         read[i] = Some(state);
     }
     let attached = stack_attachments(run.rec);
-    let mut out = Vec::with_capacity(selected.len());
-    for ((id, r), now) in selected.iter().zip(read) {
-        let mut now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
-        let mut r = r.clone();
-        without_attached(&attached, &mut r, &mut now);
-        let r = &r;
-        let mut drift = check_one(engine, id, r, &now).await;
-        if drift.status == DriftStatus::Drifted || drift.status == DriftStatus::Deleted {
-            match mode {
-                DriftMode::Check => {}
-                DriftMode::Accept => accept_one(engine, run, r, &now, &mut drift).await?,
-                DriftMode::Revert => revert_one(engine, run, r, &now, &mut drift).await?,
-            }
+    use futures_util::stream::{self, StreamExt as _, TryStreamExt as _};
+    // Boxed as `Send` one by one: a stream over a closure's futures loses the proof
+    // that they are `Send` for every lifetime, which the Lambda task needs.
+    type Act<'a> = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<ResourceDrift, EngineError>> + Send + 'a>,
+    >;
+    let acts: Vec<Act<'_>> = selected
+        .iter()
+        .zip(read)
+        .map(|((id, r), now)| {
+            let now = now.unwrap_or(CurrentState::CannotRead("not read".into()));
+            Box::pin(act_on(
+                engine,
+                run,
+                &attached,
+                (id, r.clone(), now),
+                mode,
+                how,
+            )) as Act<'_>
+        })
+        .collect();
+    stream::iter(acts)
+        .buffered(how.concurrency.max(1))
+        .try_collect()
+        .await
+}
+
+/// Compares one resource with what AWS answered, then acts on it as `mode` says.
+async fn act_on<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    run: &CheckRun<'_, S>,
+    attached: &Attachments,
+    (id, mut r, mut now): (&str, ResourceState, CurrentState),
+    mode: DriftMode,
+    how: DriftRun,
+) -> Result<ResourceDrift, EngineError> {
+    without_attached(attached, &mut r, &mut now);
+    let r = &r;
+    let mut drift = check_one(engine, id, r, &now).await;
+    if drift.status == DriftStatus::Drifted || drift.status == DriftStatus::Deleted {
+        match mode {
+            DriftMode::Check => {}
+            _ if how.dry_run => would(engine, mode, r, &now, &mut drift).await,
+            DriftMode::Accept => accept_one(engine, run, r, &now, &mut drift).await?,
+            DriftMode::Revert => revert_one(engine, run, r, &now, &mut drift).await?,
         }
-        out.push(drift);
     }
-    Ok(out)
+    Ok(drift)
+}
+
+/// `--dry-run`: what `--accept` or `--revert` would do with one drifted resource, by the
+/// same checks, with nothing recorded or sent.
+async fn would<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    mode: DriftMode,
+    r: &ResourceState,
+    now: &CurrentState,
+    drift: &mut ResourceDrift,
+) {
+    let mut why = declined(r, drift);
+    if why.is_none() && mode == DriftMode::Revert {
+        why = revert::not_revertible(r);
+    }
+    if why.is_none()
+        && mode == DriftMode::Accept
+        && let CurrentState::Found(aws) = now
+    {
+        let (against, reference) = reference_of(r);
+        let (rules, _) = rules_for(engine, r, against).await;
+        why = accept(reference, aws, &drift.not_compared, &rules)
+            .err()
+            .map(|refused| refused.to_string());
+    }
+    drift.status = match (why, mode) {
+        (Some(why), _) => {
+            drift.reason = Some(why);
+            DriftStatus::Declined
+        }
+        (None, DriftMode::Accept) => DriftStatus::WouldAccept,
+        (None, _) => DriftStatus::WouldRevert,
+    };
 }
 
 /// The policies the stack's IAM policy resources put on its principals.

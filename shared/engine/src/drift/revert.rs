@@ -63,7 +63,7 @@ fn drifted_keys(drift: &ResourceDrift) -> Vec<String> {
 }
 
 /// Why the recorded properties of `r` cannot be sent back as they are, if so.
-fn not_revertible(r: &ResourceState) -> Option<String> {
+pub(super) fn not_revertible(r: &ResourceState) -> Option<String> {
     if contains_mask(&Value::Object(r.properties.clone())) {
         return Some(
             "its recorded properties hold a NoEcho value, which is never recorded: deploy \

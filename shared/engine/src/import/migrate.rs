@@ -81,29 +81,57 @@ pub(crate) async fn describe(
     cloudformation: &dyn CloudFormationSource,
     stack: &str,
 ) -> Result<Source, EngineError> {
-    let resources = cloudformation
-        .stack_resources(stack)
+    let what = "--migrate-from-cloudformation";
+    lookup(cloudformation, stack)
         .await
-        .map_err(|e| EngineError::Other(format!("--migrate-from-cloudformation: {e}")))?
+        .map_err(|e| EngineError::Other(format!("{what}: {e}")))?
         .ok_or_else(|| {
             EngineError::Other(format!(
-                "--migrate-from-cloudformation: CloudFormation stack {stack} does not exist"
+                "{what}: CloudFormation stack {stack} does not exist"
             ))
-        })?;
+        })
+}
+
+/// A plain import's source: the CloudFormation stack `from` names when it exists, and a
+/// warning when it could not be read (the import then goes by the template's names).
+pub(crate) async fn same_name(from: &MigrateFrom) -> (Option<Source>, Option<String>) {
+    match lookup(from.cloudformation.as_ref(), &from.stack).await {
+        Ok(found) => (found, None),
+        Err(e) => {
+            let warning = format!(
+                "CloudFormation stack {} could not be read ({e}): resources are looked up by \
+                 the names the template gives, and one CloudFormation named is not found",
+                from.stack
+            );
+            (None, Some(warning))
+        }
+    }
+}
+
+/// `stack` and its nested stacks; `None` when it does not exist.
+async fn lookup(
+    cloudformation: &dyn CloudFormationSource,
+    stack: &str,
+) -> Result<Option<Source>, stackflow_providers::lookups::LookupError> {
+    let Some(resources) = cloudformation.stack_resources(stack).await? else {
+        return Ok(None);
+    };
     let mut nested = Vec::new();
     for r in resources
         .iter()
         .filter(|r| r.resource_type == NESTED_STACK_TYPE && live(r))
     {
         let id = r.physical_id.clone().unwrap_or_default();
-        let child = Box::pin(describe(cloudformation, &id)).await?;
-        nested.push((r.logical_id.clone(), child));
+        // A nested stack listed but gone by now is left out.
+        if let Some(child) = Box::pin(lookup(cloudformation, &id)).await? {
+            nested.push((r.logical_id.clone(), child));
+        }
     }
-    Ok(Source {
+    Ok(Some(Source {
         stack: stack.to_string(),
         resources,
         nested,
-    })
+    }))
 }
 
 /// True when template resource `id` of `input` is a nested stack stackflow imports as
@@ -233,9 +261,9 @@ pub(super) async fn nested_stack<S: EventStore + 'static>(
         Err(why) => return failed(why),
     };
     let child_options = ImportOptions {
-        overrides: IndexMap::new(),
         force: options.force,
-        migrate: None,
+        dry_run: options.dry_run,
+        ..ImportOptions::default()
     };
     let imported = Box::pin(super::import_one(
         d.engine.clone(),

@@ -31,6 +31,7 @@ use crate::stack::{DeployEnv, StackInput};
 mod migrate;
 mod parameters;
 mod retire;
+mod scope;
 
 pub use migrate::MigrateFrom;
 pub use retire::{MigrationOutcome, MigrationReport};
@@ -38,13 +39,23 @@ pub use retire::{MigrationOutcome, MigrationReport};
 /// What `import` is told.
 #[derive(Debug, Clone, Default)]
 pub struct ImportOptions {
-    /// Physical ids by logical id (`--resource ID=PHYSICAL`).
+    /// Physical ids by logical id (`--resource ID=PHYSICAL`, a resource mapping).
+    /// Alone, only these resources are imported (see [`ImportOptions::selective`]).
     pub overrides: IndexMap<String, String>,
-    /// Import every template resource again over an existing state.
+    /// With overrides: every other template resource is looked up too, as without them.
+    pub auto: bool,
+    /// Overwrite recorded resources: every one (a whole-stack import), or those the
+    /// overrides name under another physical id (a selective one).
     pub force: bool,
     /// Take the physical ids from this CloudFormation stack, then retain the adopted
     /// resources in it and delete it (`--migrate-from-cloudformation`).
     pub migrate: Option<MigrateFrom>,
+    /// A CloudFormation stack to take physical ids from when it exists (a stack `cdk
+    /// deploy` made: its generated names cannot be found otherwise), left as it is. A
+    /// failure to read it is a warning; the names the template gives are used then.
+    pub cloudformation: Option<MigrateFrom>,
+    /// Look everything up and report; take no lock and record nothing.
+    pub dry_run: bool,
 }
 
 /// What became of one template resource.
@@ -57,8 +68,11 @@ pub enum ImportStatus {
     NotDeployedYet,
     /// Its type cannot be looked up; only an override adopts it.
     Unsupported,
-    /// Left as recorded (merge mode: not named by an override).
+    /// Left as recorded (a selective import that does not name it).
     Kept,
+    /// Not looked up: a selective import that does not name it, with nothing recorded
+    /// (the next deploy creates it).
+    OutOfScope,
     /// Looking it up failed.
     Failed,
 }
@@ -101,6 +115,12 @@ pub struct ImportReport {
     /// What became of the CloudFormation stack migrated from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationReport>,
+    /// The CloudFormation stack the physical ids came from (a plain import that found
+    /// one of the stack's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_cloudformation: Option<String>,
+    /// True when nothing was recorded (`--dry-run`): the report says what would be.
+    pub dry_run: bool,
 }
 
 impl ImportReport {
@@ -158,12 +178,19 @@ pub async fn import_stack<S: EventStore + 'static>(
     input: StackInput,
     options: ImportOptions,
 ) -> Result<ImportReport, EngineError> {
-    let Some(from) = options.migrate.clone() else {
-        return Ok(import_one(engine, input, &options, None).await?.0);
+    if let Some(from) = options.migrate.clone() {
+        let source = migrate::describe(from.cloudformation.as_ref(), &from.stack).await?;
+        let (mut report, _) = import_one(engine.clone(), input, &options, Some(&source)).await?;
+        report.migration = Some(retire::retire(&engine, &from, &source, &report.stack).await);
+        return Ok(report);
+    }
+    let (source, warning) = match &options.cloudformation {
+        Some(from) if !options.selective() => migrate::same_name(from).await,
+        _ => (None, None),
     };
-    let source = migrate::describe(from.cloudformation.as_ref(), &from.stack).await?;
-    let (mut report, _) = import_one(engine.clone(), input, &options, Some(&source)).await?;
-    report.migration = Some(retire::retire(&engine, &from, &source, &report.stack).await);
+    let (mut report, _) = import_one(engine, input, &options, source.as_ref()).await?;
+    report.warnings.extend(warning);
+    report.from_cloudformation = source.map(|s| s.stack);
     Ok(report)
 }
 
@@ -180,25 +207,27 @@ async fn import_one<S: EventStore + 'static>(
 ) -> Result<(ImportReport, Outputs), EngineError> {
     let import_id = new_id("i");
     let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
-    check_request(&recorder.state(), &input, options)?;
+    scope::check_request(&recorder.state(), &input, options)?;
     let mut input = input;
     input.settle_stack_id(recorder.state().stack_id.clone());
     let input = Arc::new(input);
     let (answers, imports) = engine.gather(&input, &recorder, true).await?;
     let key = engine.stack_digest_key(&input.name);
     let plan = plan_of(&input, &recorder, &answers, key.as_ref())?;
-    let holder = engine.holder(&import_id, "import");
-    let locked = Event::LockTaken {
-        holder: holder.clone(),
-    };
-    engine
-        .take_lock(
-            &recorder,
-            run_key(&import_id, RunEvent::Locked),
-            locked,
-            holder,
-        )
-        .await?;
+    if !options.dry_run {
+        let holder = engine.holder(&import_id, "import");
+        let locked = Event::LockTaken {
+            holder: holder.clone(),
+        };
+        engine
+            .take_lock(
+                &recorder,
+                run_key(&import_id, RunEvent::Locked),
+                locked,
+                holder,
+            )
+            .await?;
+    }
     let d = Deployment {
         engine: engine.clone(),
         conditions: plan.conditions.clone(),
@@ -216,38 +245,10 @@ async fn import_one<S: EventStore + 'static>(
     };
     let outcome = run(&d, options, source).await;
     let outputs = source.and_then(|_| d.outputs().ok().map(|(o, _)| o));
-    crate::destroy::release(&d.recorder, &import_id).await?;
+    if !options.dry_run {
+        crate::destroy::release(&d.recorder, &import_id).await?;
+    }
     Ok((outcome?, outputs))
-}
-
-/// Refuses an import that would overwrite existing state without `--force`, or that
-/// names resources the template does not have.
-fn check_request(
-    state: &StackState,
-    input: &StackInput,
-    options: &ImportOptions,
-) -> Result<(), EngineError> {
-    let unknown: Vec<&String> = options
-        .overrides
-        .keys()
-        .filter(|id| !input.template.resources.contains_key(*id))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(EngineError::Other(format!(
-            "{}: --resource names {unknown:?}, which the template does not declare",
-            input.source
-        )));
-    }
-    if !state.resources.is_empty() && !options.force && options.overrides.is_empty() {
-        return Err(EngineError::Other(format!(
-            "stack {} already has {} recorded resources: pass --force to import every \
-             template resource again over them, or --resource ID=PHYSICAL to add or \
-             replace only those",
-            input.name,
-            state.resources.len()
-        )));
-    }
-    Ok(())
 }
 
 /// Finds, decides and records, under the lock.
@@ -256,8 +257,7 @@ async fn run<S: EventStore + 'static>(
     options: &ImportOptions,
     source: Option<&migrate::Source>,
 ) -> Result<ImportReport, EngineError> {
-    let merge =
-        !options.force && !options.overrides.is_empty() && !d.recorder.state().resources.is_empty();
+    let selective = options.selective();
     let mut report = ImportReport {
         stack: d.stack().to_string(),
         import_id: d.deploy_id.clone(),
@@ -266,6 +266,8 @@ async fn run<S: EventStore + 'static>(
         marked_journal: None,
         nested: vec![],
         migration: None,
+        from_cloudformation: None,
+        dry_run: options.dry_run,
     };
     let (sourced, warnings) = source
         .map(|s| migrate::physical_ids(&d.input, s))
@@ -281,10 +283,13 @@ async fn run<S: EventStore + 'static>(
         .map(|r| (r.logical_id.clone(), r.resource_type.clone()))
         .collect();
     for (id, ty) in order {
-        if merge && !options.overrides.contains_key(&id) {
-            report
-                .resources
-                .push(row(&id, &ty, ImportStatus::Kept, None));
+        if selective && !options.overrides.contains_key(&id) {
+            let status = if working.resources.contains_key(&id) {
+                ImportStatus::Kept
+            } else {
+                ImportStatus::OutOfScope
+            };
+            report.resources.push(row(&id, &ty, status, None));
             continue;
         }
         let child = source.filter(|s| migrate::imports_as_child(&d.input, s, &id));
@@ -323,7 +328,7 @@ async fn run<S: EventStore + 'static>(
     let backing = parameters::Backing::new(d, &backing);
     refuse_unprovable(d, &backing, &mut found, &mut report).await;
     keep_refusals(d, &backing, &mut found, &mut report).await;
-    record(d, found, &mut report).await?;
+    record(d, found, &mut report, options.dry_run).await?;
     Ok(report)
 }
 
@@ -630,9 +635,12 @@ async fn record<S: EventStore + 'static>(
     d: &Deployment<S>,
     found: Vec<Found>,
     report: &mut ImportReport,
+    dry_run: bool,
 ) -> Result<(), EngineError> {
     let pre = Precondition::HoldsLock(d.deploy_id.clone());
-    mark_journal(d, &found, &pre, report).await?;
+    if !dry_run {
+        mark_journal(d, &found, &pre, report).await?;
+    }
     for f in found {
         let id = f.record.logical_id.clone();
         let shown = match &f.baseline {
@@ -640,6 +648,12 @@ async fn record<S: EventStore + 'static>(
             Some(Baseline::Refused { cause }) => format!("refused ({})", cause.as_str()),
             None => "none".to_string(),
         };
+        if let Some(r) = report.resources.iter_mut().find(|r| r.logical_id == id) {
+            r.baseline = Some(shown);
+        }
+        if dry_run {
+            continue;
+        }
         d.recorder
             .append(
                 format!("{}/imported/{id}", d.deploy_id),
@@ -651,9 +665,6 @@ async fn record<S: EventStore + 'static>(
                 &pre,
             )
             .await?;
-        if let Some(r) = report.resources.iter_mut().find(|r| r.logical_id == id) {
-            r.baseline = Some(shown);
-        }
     }
     Ok(())
 }

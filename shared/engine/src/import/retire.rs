@@ -17,14 +17,12 @@ use stackflow_core::template::parse_text;
 use stackflow_events::EventStore;
 use stackflow_events::event::ProviderKind;
 use stackflow_events::projection::ResourceState;
+use stackflow_providers::lookups::MAX_TEMPLATE_URL_SIZE;
 use stackflow_providers::provider::CurrentState;
 
 use super::migrate::{MigrateFrom, Source, live, recorded_physical_ids};
 use crate::engine::Engine;
 use crate::nested::NESTED_STACK_TYPE;
-
-/// The most `UpdateStack` takes as a template body.
-const MAX_TEMPLATE_BODY: usize = 51_200;
 
 /// What became of the CloudFormation stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,11 +130,13 @@ pub(crate) fn with_retain(text: &str, stack: &str, ids: &[String]) -> Result<Str
         r.insert("DeletionPolicy".into(), "Retain".into());
         r.insert("UpdateReplacePolicy".into(), "Retain".into());
     }
+    // A body over UpdateStack's inline limit goes by S3 (the lookups' template bucket);
+    // one over what S3 can give it cannot be sent at all.
     let body = serde_json::to_string(&template).map_err(|e| e.to_string())?;
-    if body.len() > MAX_TEMPLATE_BODY {
+    if body.len() > MAX_TEMPLATE_URL_SIZE {
         return Err(format!(
-            "{what} with Retain is {} bytes, more than the {MAX_TEMPLATE_BODY} UpdateStack \
-             takes in its body",
+            "{what} with Retain is {} bytes, more than the {MAX_TEMPLATE_URL_SIZE} UpdateStack \
+             takes (from S3)",
             body.len()
         ));
     }

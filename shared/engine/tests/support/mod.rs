@@ -38,8 +38,11 @@ pub const REGION: &str = "us-east-1";
 // The fake cloud
 // ---------------------------------------------------------------------------------------
 
+mod cfn;
 mod cloud;
 pub mod lifecycle;
+#[allow(unused_imports)]
+pub use cfn::{CfnInner, FakeCfn, STACK_TYPE};
 pub use cloud::*;
 
 // ---------------------------------------------------------------------------------------

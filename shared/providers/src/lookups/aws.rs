@@ -26,6 +26,8 @@ pub struct AwsLookups {
     ssm: aws_sdk_ssm::Client,
     secrets: aws_sdk_secretsmanager::Client,
     ec2: Ec2,
+    /// Where a template too large for `UpdateStack`'s body is uploaded.
+    template_bucket: Option<String>,
 }
 
 impl AwsLookups {
@@ -38,7 +40,20 @@ impl AwsLookups {
             ssm: aws_sdk_ssm::Client::new(config),
             secrets: aws_sdk_secretsmanager::Client::new(config),
             ec2: Ec2::new(config),
+            template_bucket: None,
         }
+    }
+
+    /// Templates over `UpdateStack`'s 51,200-byte body go to `bucket` for the call (see
+    /// [`super::cloudformation`]).
+    pub fn with_template_bucket(mut self, bucket: String) -> Self {
+        self.template_bucket = Some(bucket);
+        self
+    }
+
+    /// The bucket large templates are uploaded to, and the configuration to reach it.
+    pub(super) fn template_bucket(&self) -> (Option<&str>, &SdkConfig) {
+        (self.template_bucket.as_deref(), &self.config)
     }
 
     /// The client of the configured region (for [`super::cloudformation`]).

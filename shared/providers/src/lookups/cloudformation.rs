@@ -4,6 +4,12 @@
 //! holds: `ListStackResources` (the paginated form of `DescribeStackResources`, which
 //! stops at 100 resources), `GetTemplate`, `UpdateStack` and `DeleteStack`, each waited
 //! for with `DescribeStacks`.
+//!
+//! `UpdateStack` takes at most 51,200 bytes in its body. A larger template (most CDK
+//! stacks) is put in the template bucket ([`AwsLookups::with_template_bucket`]) under
+//! `inputs/migrations/` and given as `TemplateURL` (at most 1 MB), and the object is
+//! deleted once the update is answered (the bucket's lifecycle expires `inputs/` after a
+//! day, should that delete fail).
 
 use std::time::Duration;
 
@@ -54,6 +60,12 @@ pub trait CloudFormationSource: Send + Sync {
     /// Deletes `stack` and waits until it is gone.
     fn delete_stack<'a>(&'a self, stack: &'a str) -> BoxFuture<'a, Result<(), LookupError>>;
 }
+
+/// The most `UpdateStack` takes as `TemplateBody`.
+pub const MAX_TEMPLATE_BODY: usize = 51_200;
+
+/// The most a template given by `TemplateURL` may hold.
+pub const MAX_TEMPLATE_URL_SIZE: usize = 1_000_000;
 
 /// How often a stack's status is read while waiting, and for how long at most.
 const POLL: Duration = Duration::from_secs(3);
@@ -174,17 +186,26 @@ impl AwsLookups {
                     .build()
             })
             .collect();
-        let sent = self
-            .cloudformation()
-            .update_stack()
-            .stack_name(&id)
-            .template_body(template)
+        let upload = if template.len() > MAX_TEMPLATE_BODY {
+            Some(self.upload(stack, &template).await?)
+        } else {
+            None
+        };
+        let call = self.cloudformation().update_stack().stack_name(&id);
+        let call = match &upload {
+            Some((url, _)) => call.template_url(url),
+            None => call.template_body(template),
+        };
+        let sent = call
             .set_parameters(Some(parameters))
             .capabilities(Capability::CapabilityIam)
             .capabilities(Capability::CapabilityNamedIam)
             .capabilities(Capability::CapabilityAutoExpand)
             .send()
             .await;
+        if let Some((_, key)) = &upload {
+            self.remove_upload(key).await;
+        }
         match sent {
             Ok(_) => {}
             Err(e)
@@ -205,6 +226,76 @@ impl AwsLookups {
                 what: what(),
                 message: "the stack disappeared during the update".into(),
             }),
+        }
+    }
+
+    /// Puts `template` in the template bucket: its `TemplateURL` and key.
+    async fn upload(&self, stack: &str, template: &str) -> Result<(String, String), LookupError> {
+        let what = || format!("the template of CloudFormation stack {stack}");
+        let too_large = |why: String| LookupError {
+            what: what(),
+            message: format!(
+                "{} bytes, more than the {MAX_TEMPLATE_BODY} UpdateStack takes inline, {why}",
+                template.len()
+            ),
+        };
+        if template.len() > MAX_TEMPLATE_URL_SIZE {
+            return Err(too_large(format!(
+                "and more than the {MAX_TEMPLATE_URL_SIZE} it takes from S3"
+            )));
+        }
+        let (Some(bucket), config) = self.template_bucket() else {
+            return Err(too_large(
+                "and no bucket is known to put it in: pass --store-bucket, or run \
+                 `stackflow bootstrap`"
+                    .into(),
+            ));
+        };
+        let digest = crate::aws::sha256_hex(template.as_bytes());
+        let name: String = stack
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let key = format!("inputs/migrations/{name}/{digest}.json");
+        crate::aws::s3_client(config)
+            .put_object()
+            .bucket(bucket)
+            .key(&key)
+            .content_type("application/json")
+            .body(template.as_bytes().to_vec().into())
+            .send()
+            .await
+            .map_err(|e| {
+                too_large(format!(
+                    "and putting it in s3://{bucket}/{key} failed: {} (`stackflow bootstrap` \
+                     makes the bucket)",
+                    aws_sdk_s3::error::DisplayErrorContext(&e)
+                ))
+            })?;
+        let region = config.region().map_or("us-east-1", |r| r.as_ref());
+        let domain = if region.starts_with("cn-") {
+            "amazonaws.com.cn"
+        } else {
+            "amazonaws.com"
+        };
+        Ok((format!("https://{bucket}.s3.{region}.{domain}/{key}"), key))
+    }
+
+    /// Deletes an uploaded template; a failure leaves it to the bucket's lifecycle.
+    async fn remove_upload(&self, key: &str) {
+        if let (Some(bucket), config) = self.template_bucket() {
+            let _ = crate::aws::s3_client(config)
+                .delete_object()
+                .bucket(bucket)
+                .key(key)
+                .send()
+                .await;
         }
     }
 

@@ -13,7 +13,9 @@ use stackflow_core::intrinsics::StackOutputRef;
 use crate::provider::BoxFuture;
 
 pub use aws::AwsLookups;
-pub use cloudformation::{CloudFormationSource, SourceResource};
+pub use cloudformation::{
+    CloudFormationSource, MAX_TEMPLATE_BODY, MAX_TEMPLATE_URL_SIZE, SourceResource,
+};
 
 /// The parameters a CloudFormation stack was deployed with: (key, value), a `NoEcho`
 /// value as `****`.
