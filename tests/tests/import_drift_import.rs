@@ -119,8 +119,9 @@ async fn import_by_name_and_override_then_a_deploy_changes_nothing() {
     assert_eq!(status(&merged, "Queue"), "imported", "{merged:#}");
     assert_eq!(import_row(&merged, "Queue")["physicalId"], queue.as_str());
     assert_eq!(status(&merged, "Topic"), "kept", "{merged:#}");
-    // --force imports everything again.
-    let forced = import(&["--force", "--resource", &format!("Queue={queue}")], 0);
+    // --auto --force imports everything again (the name given wins).
+    let again = ["--auto", "--force", "--resource", &format!("Queue={queue}")];
+    let forced = import(&again, 0);
     for id in ["Topic", "Queue", "Param", "Table"] {
         assert_eq!(status(&forced, id), "imported", "{id}: {forced:#}");
     }
@@ -180,7 +181,16 @@ async fn the_first_diff_after_an_import_shows_what_aws_holds() {
     let s = session(emu, "diff");
     let path = s.template("v1", &stack, &stack_template(&stack));
     let queue_arg = format!("Queue={queue}");
-    let args = ["import", &path, "--stack", &stack, "--resource", &queue_arg];
+    // --auto: the queue by its URL, everything else by name.
+    let args = [
+        "import",
+        &path,
+        "--stack",
+        &stack,
+        "--auto",
+        "--resource",
+        &queue_arg,
+    ];
     s.json(&args, 0);
     let diff = s.json(&["diff", &path], 0);
     let rows = diff["stacks"][0]["resources"].as_array().expect("rows");

@@ -55,6 +55,8 @@ async fn a_rollback_after_an_import_leaves_the_adopted_resources() {
             &c,
             "--resource",
             &a,
+            // A is recorded under the failed deploy's id: replacing it needs --force.
+            "--force",
         ],
         0,
     );
