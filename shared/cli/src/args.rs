@@ -137,7 +137,9 @@ pub enum Command {
     /// template, onto its resources by logical id); existence is confirmed as above.
     /// Then every adopted resource gets DeletionPolicy and UpdateReplacePolicy Retain in
     /// the CloudFormation stack (UpdateStack with its current template, then each nested
-    /// stack), and the stack is deleted: the resources stay, and stackflow alone manages
+    /// stack; a template over 51,200 bytes goes by S3: --store-bucket, else
+    /// stackflow-<account>-<region>), and the stack is deleted: the resources stay, and
+    /// stackflow alone manages
     /// them. The stack is left untouched when the import recorded nothing, or when it
     /// holds a resource stackflow did not adopt (deleting it would delete that); if
     /// UpdateStack or DeleteStack fails, the import says where things are and what to do.
@@ -166,6 +168,17 @@ pub enum Command {
     Engine(EngineCommand),
     /// Recent runs of the engine's state machines (deploy, destroy, rollback), newest first
     Executions(ExecutionsArgs),
+    /// Print a completion script for a shell, e.g. `stackflow completions bash >
+    /// /etc/bash_completion.d/stackflow`, or `source <(stackflow completions zsh)`
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `stackflow completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// `stackflow engine ...`
@@ -343,6 +356,8 @@ pub struct ImportArgs {
 /// `stackflow state ...`
 #[derive(Debug, Subcommand)]
 pub enum StateCommand {
+    /// The stacks the store holds records of: region, resources, last run, lock
+    List(JsonArg),
     /// Print the state of a stack, now or as of an event
     Show(StateShowArgs),
     /// Read a fresh drift baseline of every resource from AWS (refused baselines stay
@@ -357,6 +372,14 @@ pub enum StateCommand {
     /// it). Refused for a resource with a call whose outcome is not recorded, one a failed
     /// deploy's rollback still has to undo, and a nested stack.
     Orphan(StateOrphanArgs),
+}
+
+/// Only `--json`.
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print it as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `stackflow state orphan`.
@@ -454,6 +477,10 @@ pub struct EventsArgs {
     /// Print the events as JSON lines
     #[arg(long)]
     pub json: bool,
+
+    /// Keep printing new events as they are appended (every second), until interrupted
+    #[arg(short, long)]
+    pub follow: bool,
 }
 
 /// Arguments of `stackflow scrub`.
@@ -576,6 +603,12 @@ pub struct DeployArgs {
     /// Print the result as JSON (progress still goes to stderr)
     #[arg(long)]
     pub json: bool,
+
+    /// Write each deployed stack's outputs to FILE as JSON, `{"Stack": {"Key": value}}`
+    /// (the shape `cdk deploy --outputs-file` writes); also after a failure, for the
+    /// stacks that were deployed
+    #[arg(long, value_name = "FILE")]
+    pub outputs_file: Option<PathBuf>,
 
     /// Publish assets to the CDK bootstrap bucket the asset manifest names
     /// (cdk-<qualifier>-assets-*), even in a region `stackflow bootstrap` opted into

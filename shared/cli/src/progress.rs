@@ -1,8 +1,12 @@
 //! Progress of a run, as a person reads it: a line per finished resource on stderr, and
-//! on a terminal a live line of what is running.
+//! on a terminal a live line of what is running, cut to the terminal's width (else
+//! `COLUMNS`, else 80). Elsewhere (a CI log, a pipe, `TERM=dumb`) a plain line says what is still
+//! running whenever nothing was printed for [`HEARTBEAT`]. No color is ever printed, so
+//! `NO_COLOR` holds by construction.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
 use stackflow_engine::progress::{Progress, ProgressEvent};
@@ -15,21 +19,55 @@ pub struct Printer {
     inner: Mutex<PrinterState>,
 }
 
-#[derive(Default)]
+/// How long a log may stay silent while resources run before a plain line says which.
+pub const HEARTBEAT: Duration = Duration::from_secs(30);
+
 struct PrinterState {
     /// Per stack (nested stacks run inside their parent's deploy): actions, finished.
     counts: IndexMap<String, (usize, usize)>,
-    running: IndexMap<String, String>,
+    /// What runs: logical id to when it started.
+    running: IndexMap<String, Instant>,
     shown_live: bool,
+    /// When a line was last printed.
+    printed: Instant,
 }
 
 impl Printer {
     pub fn new(verbose: u8) -> Printer {
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
         Printer {
-            live: std::io::stderr().is_terminal(),
+            live: std::io::stderr().is_terminal() && !dumb,
             verbose,
-            inner: Mutex::new(PrinterState::default()),
+            inner: Mutex::new(PrinterState {
+                counts: IndexMap::new(),
+                running: IndexMap::new(),
+                shown_live: false,
+                printed: Instant::now(),
+            }),
         }
+    }
+
+    /// Where there is no live line, prints what is still running every [`HEARTBEAT`] of
+    /// silence, for as long as the process runs.
+    pub fn start_heartbeat(self: &Arc<Self>) {
+        if self.live {
+            return;
+        }
+        let printer = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT / 3).await;
+                let Some(printer) = printer.upgrade() else {
+                    return;
+                };
+                let mut s = printer.inner.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(line) = heartbeat(&s, Instant::now()) {
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(err, "{line}");
+                    s.printed = Instant::now();
+                }
+            }
+        });
     }
 
     fn clear_live(&self, s: &mut PrinterState, err: &mut impl Write) {
@@ -43,24 +81,59 @@ impl Printer {
         if !self.live || s.running.is_empty() {
             return;
         }
-        let names: Vec<&str> = s.running.keys().map(String::as_str).take(4).collect();
-        let more = s.running.len().saturating_sub(names.len());
-        let extra = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
         let (total, done) = s
             .counts
             .values()
             .fold((0, 0), |(t, d), (a, b)| (t + a, d + b));
-        let _ = write!(
-            err,
-            "  … [{done}/{total}] running {}{extra}",
-            names.join(", ")
-        );
+        let line = format!("  … [{done}/{total}] running {}", running_names(s));
+        let _ = write!(err, "{}", fit(&line, terminal_width()));
         s.shown_live = true;
     }
+}
+
+/// The first few running resources' names, and how many more.
+fn running_names(s: &PrinterState) -> String {
+    let names: Vec<&str> = s.running.keys().map(String::as_str).take(4).collect();
+    match s.running.len().saturating_sub(names.len()) {
+        0 => names.join(", "),
+        more => format!("{} and {more} more", names.join(", ")),
+    }
+}
+
+/// The heartbeat line due at `now`, if one is: resources run and nothing was printed for
+/// [`HEARTBEAT`].
+fn heartbeat(s: &PrinterState, now: Instant) -> Option<String> {
+    let oldest = s.running.values().min()?;
+    if now.duration_since(s.printed) < HEARTBEAT {
+        return None;
+    }
+    let longest = now.duration_since(*oldest).as_secs();
+    Some(format!(
+        "  … still running ({} for up to {longest}s): {}",
+        s.running.len(),
+        running_names(s)
+    ))
+}
+
+/// The width of the terminal stderr is on, else `COLUMNS`, else 80.
+fn terminal_width() -> usize {
+    terminal_size::terminal_size_of(std::io::stderr())
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        .filter(|w: &usize| *w > 10)
+        .unwrap_or(80)
+}
+
+/// `line` cut to fit in `width` columns with one to spare (a line that wraps cannot be
+/// cleared with a carriage return), ending in `…` when cut.
+fn fit(line: &str, width: usize) -> String {
+    let room = width.saturating_sub(1);
+    if line.chars().count() <= room {
+        return line.to_string();
+    }
+    let mut cut: String = line.chars().take(room.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 impl Progress for Printer {
@@ -83,10 +156,10 @@ impl Progress for Printer {
                 action,
                 ..
             } => {
-                s.running
-                    .insert(logical_id.to_string(), resource_type.to_string());
+                s.running.insert(logical_id.to_string(), Instant::now());
                 if self.verbose > 0 {
                     let _ = writeln!(err, "  → {logical_id} ({resource_type}) {action}");
+                    s.printed = Instant::now();
                 }
             }
             ProgressEvent::ResourceFinished {
@@ -119,12 +192,52 @@ impl Progress for Printer {
                     err,
                     "[{counter}] {mark} {logical_id} ({resource_type}) {outcome} {seconds:.1}s{detail}"
                 );
+                s.printed = Instant::now();
             }
             ProgressEvent::Note { stack, message } => {
                 let _ = writeln!(err, "{stack}: {message}");
+                s.printed = Instant::now();
             }
         }
         self.draw_live(&mut s, &mut err);
         let _ = err.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_live_line_is_cut_to_the_width_with_one_column_to_spare() {
+        let id = "MyServiceApiGatewayDeploymentStageProdCloudWatchRoleAccountB7A2E8C1D0F9";
+        let line = format!("  … [3/40] running {id}, {id}");
+        let cut = fit(&line, 80);
+        assert_eq!(cut.chars().count(), 79);
+        assert!(cut.ends_with('…'));
+        assert_eq!(fit("short", 80), "short");
+    }
+
+    #[test]
+    fn a_silent_log_is_told_what_still_runs() {
+        let start = Instant::now();
+        let mut s = PrinterState {
+            counts: IndexMap::new(),
+            running: IndexMap::new(),
+            shown_live: false,
+            printed: start,
+        };
+        // Nothing runs: nothing to say.
+        assert_eq!(heartbeat(&s, start + HEARTBEAT * 2), None);
+        s.running.insert("Table".into(), start);
+        s.running
+            .insert("Cluster".into(), start + Duration::from_secs(5));
+        // Something was printed recently.
+        assert_eq!(heartbeat(&s, start + HEARTBEAT / 2), None);
+        let line = heartbeat(&s, start + HEARTBEAT + Duration::from_secs(1));
+        assert_eq!(
+            line.as_deref(),
+            Some("  … still running (2 for up to 31s): Table, Cluster")
+        );
     }
 }

@@ -117,6 +117,8 @@ pub async fn setup_with(
         None => Store::open(&global.store, &config, global.store_bucket.clone())?,
     };
     let lookups = Arc::new(AwsLookups::new(&config));
+    let printer = Arc::new(Printer::new(verbose));
+    printer.start_heartbeat();
     let providers = Arc::new(providers(global, &config, &region, account_id.as_deref()));
     let engine = Arc::new(Engine {
         store: Arc::new(store),
@@ -125,7 +127,7 @@ pub async fn setup_with(
         region: region.clone(),
         who: holder_name(),
         cloudformation_fallback: cfn_fallback,
-        progress: Arc::new(Printer::new(verbose)),
+        progress: printer,
         stale: stale_check(),
         digest_key: digest_key(global, &config).await?,
         lease: Some(std::time::Duration::from_secs(120)),

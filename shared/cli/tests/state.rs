@@ -331,3 +331,70 @@ fn init_creates_the_local_store() {
     assert!(text(&out.stdout).contains("already existed"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn state_list_names_every_stack_with_its_last_run_and_lock() {
+    let dir = store_dir("list");
+    record_history(&dir).await;
+    let out = stackflow(&dir, &["state", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let app = &v["stacks"][0];
+    assert_eq!(app["stack"], "app");
+    assert_eq!(app["region"], "us-east-1");
+    assert_eq!(app["resources"], 3);
+    assert_eq!(app["lastRun"], "d2");
+    assert_eq!(app["lastRunStatus"], "Failed");
+    assert_eq!(app["lockedBy"], "tester@host");
+    let out = stackflow(&dir, &["state", "list"]);
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("app") && listed.contains("Failed") && listed.contains("tester@host"),
+        "{listed}"
+    );
+}
+
+#[tokio::test]
+async fn events_follow_prints_what_is_appended_after_it_started() {
+    use std::io::{BufRead, BufReader};
+    let dir = store_dir("follow");
+    record_history(&dir).await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stackflow"))
+        .args(["events", "--stack", "app", "--follow", "--store"])
+        .arg(format!("local:{}", dir.display()))
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The history first (7 events), then what comes later.
+    for _ in 0..7 {
+        lines.next().expect("a line").unwrap();
+    }
+    let store = SqliteStore::open(dir.join("events.db")).unwrap();
+    let stream = StreamId::new("us-east-1", "app");
+    let broken = Event::LockBroken {
+        previous: Holder {
+            deploy_id: "d2".into(),
+            who: "tester@host".into(),
+            since: "2026-11-29T12:00:00.000Z".into(),
+            operation: "deploy".into(),
+            expires: None,
+        },
+        by: "someone".into(),
+    };
+    store
+        .append(
+            &stream,
+            &NewEvent::new("later", broken),
+            &Precondition::None,
+        )
+        .await
+        .unwrap();
+    let next = lines.next().expect("the appended event").unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(next.starts_with("     8"), "{next}");
+    assert!(next.contains("LockBroken"), "{next}");
+}

@@ -31,3 +31,32 @@ fn a_bad_command_line_exits_64_and_help_exits_0() {
     assert_eq!(code, Some(0));
     assert!(out.contains("stackflow"), "{out}");
 }
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "_stackflow()"),
+        ("zsh", "#compdef stackflow"),
+        ("fish", "complete -c stackflow"),
+    ] {
+        let (code, out, err) = stackflow(&["completions", shell]);
+        assert_eq!(code, Some(0), "{shell}: {err}");
+        assert!(out.contains(marker), "{shell}: {out}");
+        assert!(
+            out.contains("orphan") && out.contains("--dry-run"),
+            "{shell}"
+        );
+    }
+    let (code, _, err) = stackflow(&["completions", "tcsh"]);
+    assert_eq!(code, Some(64), "{err}");
+}
+
+#[test]
+fn dry_run_of_drift_needs_accept_or_revert() {
+    let (code, _, err) = stackflow(&["drift", "--stack", "s", "--dry-run"]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(
+        err.contains("--accept") && err.contains("--revert"),
+        "{err}"
+    );
+}

@@ -597,3 +597,22 @@ async fn a_dry_run_says_what_accept_and_revert_would_do_and_does_nothing() {
         "Orders"
     );
 }
+
+#[tokio::test]
+async fn a_resource_aws_cannot_be_read_for_is_unsupported_and_says_why() {
+    let rig = rig();
+    deploy_ok(&rig, &input("app", template("Orders"))).await;
+    let (topic, _) = rig.cloud.only("app", "Topic");
+    rig.cloud.set_unreadable(&topic, true);
+    let report = drift_stack(rig.engine.clone(), "app", &[], DriftMode::Revert)
+        .await
+        .unwrap();
+    let t = report.resources.iter().find(|r| r.logical_id == "Topic");
+    let t = t.unwrap();
+    assert_eq!(t.status, DriftStatus::Unsupported, "{report:#?}");
+    assert!(t.reason.as_deref().is_some_and(|r| !r.is_empty()), "{t:#?}");
+    // Neither reverted nor counted as drift; the other resource is still checked.
+    let p = report.resources.iter().find(|r| r.logical_id == "Param");
+    assert_eq!(p.unwrap().status, DriftStatus::InSync);
+    assert!(rig.cloud.calls().iter().all(|c| c.op != Op::Update));
+}

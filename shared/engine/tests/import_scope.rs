@@ -96,6 +96,8 @@ async fn a_plain_import_takes_the_ids_of_the_cloudformation_stack_of_the_same_na
     for (id, physical) in &IDS[..3] {
         assert_eq!(status(&report, id), ImportStatus::Imported, "{report:#?}");
         assert_eq!(row(&report, id).physical_id.as_deref(), Some(*physical));
+        let by = row(&report, id).found_by.as_deref();
+        assert_eq!(by, Some("cloudformation:app"));
     }
     assert_eq!(report.from_cloudformation.as_deref(), Some("app"));
     assert!(report.migration.is_none());
@@ -154,6 +156,7 @@ async fn cloudformation_that_cannot_be_read_is_a_warning_and_names_are_used() {
         .await
         .unwrap();
     assert_eq!(status(&report, "Orders"), ImportStatus::Imported);
+    assert_eq!(row(&report, "Orders").found_by.as_deref(), Some("name"));
     assert!(report.from_cloudformation.is_none());
     let said = report.warnings.join("\n");
     assert!(
@@ -177,6 +180,7 @@ async fn a_selective_import_adopts_only_what_it_names() {
         .await
         .unwrap();
     assert_eq!(status(&report, "Jobs"), ImportStatus::Imported);
+    assert_eq!(row(&report, "Jobs").found_by.as_deref(), Some("mapping"));
     for id in ["Orders", "Setting"] {
         assert_eq!(status(&report, id), ImportStatus::OutOfScope, "{report:#?}");
     }

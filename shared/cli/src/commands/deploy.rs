@@ -74,6 +74,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     options.stop = stop_on_ctrl_c();
 
     let mut reports = Vec::new();
+    let mut deployed = Vec::new();
     for (stack, parameters) in stacks.into_iter().zip(bound) {
         // Before the stack's first resource starts (and before a remote run starts).
         assets.publish(&stack.name).await?;
@@ -88,8 +89,10 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
                 )
                 .await?;
             if code != ExitCode::SUCCESS {
+                write_outputs(&args, &setup, &deployed).await?;
                 return Ok(code);
             }
+            deployed.push(input.name.clone());
             continue;
         }
         let report = deploy_stack(setup.engine.clone(), input, options.clone()).await?;
@@ -97,13 +100,45 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
             report.status,
             StackStatus::Succeeded | StackStatus::NoChanges | StackStatus::Partial
         );
+        if matches!(
+            report.status,
+            StackStatus::Succeeded | StackStatus::NoChanges
+        ) {
+            deployed.push(report.stack.clone());
+        }
         reports.push(report);
         if stop {
             break;
         }
     }
+    write_outputs(&args, &setup, &deployed).await?;
     print_reports(&reports, args.json, "deploy")?;
     Ok(exit_code(&reports))
+}
+
+/// `--outputs-file`: the outputs each deployed stack's records hold now (a remote run's
+/// too), as `{"Stack": {"Key": value}}`.
+async fn write_outputs(
+    args: &DeployArgs,
+    setup: &crate::setup::Setup,
+    deployed: &[String],
+) -> anyhow::Result<()> {
+    let Some(file) = &args.outputs_file else {
+        return Ok(());
+    };
+    let mut all = serde_json::Map::new();
+    for stack in deployed {
+        let stream = setup.engine.stream(stack);
+        let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
+        let outputs: serde_json::Map<String, serde_json::Value> =
+            state.outputs.into_iter().collect();
+        all.insert(stack.clone(), serde_json::Value::Object(outputs));
+    }
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(all))? + "\n";
+    std::fs::write(file, text)
+        .map_err(|e| anyhow::anyhow!("writing the outputs to {}: {e}", file.display()))?;
+    eprintln!("outputs written to {}", file.display());
+    Ok(())
 }
 
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {

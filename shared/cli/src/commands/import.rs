@@ -225,6 +225,15 @@ fn render_one(report: &ImportReport, path: &str) -> String {
         if let Some(p) = &r.physical_id {
             let _ = write!(line, " {p}");
         }
+        match r.found_by.as_deref() {
+            Some("mapping") => line.push_str(" (as named)"),
+            Some("name") => line.push_str(" (by its name)"),
+            Some(other) => {
+                let stack = other.strip_prefix("cloudformation:").unwrap_or(other);
+                let _ = write!(line, " (from CloudFormation stack {stack})");
+            }
+            None => {}
+        }
         if let Some(b) = &r.baseline {
             let _ = write!(line, " (baseline {b})");
         }

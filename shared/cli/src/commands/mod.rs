@@ -50,6 +50,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => diff::run(&cli.global, args).await,
         Command::Init => state::init(&cli.global).await,
         Command::State(StateCommand::Show(args)) => state::show(&cli.global, args).await,
+        Command::State(StateCommand::List(args)) => state::list(&cli.global, args.json).await,
         Command::State(StateCommand::RefreshObserved(args)) => {
             drift::refresh(&cli.global, args).await
         }
@@ -64,5 +65,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Engine(EngineCommand::Destroy(args)) => engine::destroy(&cli.global, args).await,
         Command::Engine(EngineCommand::Status(args)) => engine::status(&cli.global, args).await,
         Command::Executions(args) => executions::run(&cli.global, args).await,
+        Command::Completions(args) => {
+            use clap::CommandFactory as _;
+            let mut command = Cli::command();
+            clap_complete::generate(
+                args.shell,
+                &mut command,
+                "stackflow",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -79,8 +79,9 @@ pub async fn show(global: &GlobalArgs, args: StateShowArgs) -> anyhow::Result<Ex
 
 pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<ExitCode> {
     let ctx = Context::open(global).await?;
-    let events = ctx.store.read(&ctx.stream(&args.stack), 0).await?;
-    if events.is_empty() && !args.json {
+    let stream = ctx.stream(&args.stack);
+    let events = ctx.store.read(&stream, 0).await?;
+    if events.is_empty() && !args.json && !args.follow {
         bail!(
             "stack {} has no events in {} ({})",
             args.stack,
@@ -88,17 +89,96 @@ pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<Exi
             global.store
         );
     }
-    // A reader that goes away (`| head`) ends the listing quietly.
+    let mut last = 0;
+    if !print_events(&events, args.json, &mut last)? {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        // Positions can show up out of order while a run appends (see `EventStore::read`):
+        // what comes next is read from the first position not printed yet.
+        let new = ctx.store.read(&stream, last).await?;
+        let ready: Vec<_> = new
+            .into_iter()
+            .enumerate()
+            .take_while(|(i, e)| e.seq == last + 1 + *i as u64)
+            .map(|(_, e)| e)
+            .collect();
+        if !print_events(&ready, args.json, &mut last)? {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// Prints `events`, one a line; false when the reader went away (`| head`), which ends
+/// the listing quietly.
+fn print_events(
+    events: &[stackflow_events::event::StoredEvent],
+    json: bool,
+    last: &mut u64,
+) -> anyhow::Result<bool> {
     let mut out = std::io::stdout().lock();
-    for e in &events {
-        let line = if args.json {
+    for e in events {
+        let line = if json {
             serde_json::to_string(e)?
         } else {
             render::event_line(e)
         };
-        if writeln!(out, "{line}").is_err() {
-            break;
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            return Ok(false);
         }
+        *last = e.seq;
+    }
+    Ok(true)
+}
+
+pub async fn list(global: &GlobalArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let ctx = Context::open(global).await?;
+    let mut streams = ctx.store.streams().await?;
+    streams.sort_by(|a, b| (&a.region, &a.stack).cmp(&(&b.region, &b.stack)));
+    let mut rows = Vec::new();
+    for stream in streams {
+        let state = load_state(&ctx.store, &stream).await?;
+        let last = state.last_deploy.as_ref();
+        rows.push(serde_json::json!({
+            "stack": stream.stack,
+            "region": stream.region,
+            "resources": state.resources.len(),
+            "lastRun": last.map(|d| d.deploy_id.clone()),
+            "lastRunStatus": last.map(|d| format!("{:?}", d.status)),
+            "lastRunAt": last.map(|d| d.started_at.clone()),
+            "lockedBy": state.lock.as_ref().map(|h| h.who.clone()),
+        }));
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "stacks": rows }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("The store ({}) holds no stack.", global.store);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_string();
+    println!(
+        "{:<32} {:<14} {:>9}  {:<20} {:<24} LOCK",
+        "STACK", "REGION", "RESOURCES", "LAST RUN", "AT"
+    );
+    for r in &rows {
+        println!(
+            "{:<32} {:<14} {:>9}  {:<20} {:<24} {}",
+            text(&r["stack"]),
+            text(&r["region"]),
+            r["resources"],
+            text(&r["lastRunStatus"]),
+            text(&r["lastRunAt"]),
+            text(&r["lockedBy"]),
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

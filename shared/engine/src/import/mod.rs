@@ -93,6 +93,11 @@ pub struct ImportedResource {
     pub baseline: Option<String>,
     /// Why it was not imported, or a note.
     pub reason: Option<String>,
+    /// Where its physical id came from: `mapping` (`--resource`, a resource mapping),
+    /// `cloudformation:<stack>`, or `name` (the provider's look-up by the template's
+    /// name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_by: Option<String>,
 }
 
 /// The result of `import`.
@@ -311,7 +316,17 @@ async fn run<S: EventStore + 'static>(
             }
             None => {
                 let explicit = options.overrides.get(&id).or(sourced.get(&id));
-                find_one(d, &working, &id, &ty, explicit).await
+                let (mut row, adopted) = find_one(d, &working, &id, &ty, explicit).await;
+                if row.status == ImportStatus::Imported {
+                    row.found_by = Some(match (options.overrides.contains_key(&id), source) {
+                        (true, _) => "mapping".to_string(),
+                        (false, Some(s)) if sourced.contains_key(&id) => {
+                            format!("cloudformation:{}", s.stack)
+                        }
+                        _ => "name".to_string(),
+                    });
+                }
+                (row, adopted)
             }
         };
         if let Some(f) = adopted {
@@ -340,6 +355,7 @@ fn row(id: &str, ty: &str, status: ImportStatus, reason: Option<String>) -> Impo
         physical_id: None,
         baseline: None,
         reason,
+        found_by: None,
     }
 }
 
