@@ -363,7 +363,7 @@ fn changes(diff: &Value) -> Vec<(String, String)> {
         .filter(|r| r["action"] != "no-op")
         .map(|r| {
             (
-                r["logical_id"].as_str().unwrap_or_default().to_string(),
+                r["logicalId"].as_str().unwrap_or_default().to_string(),
                 r["action"].as_str().unwrap_or_default().to_string(),
             )
         })

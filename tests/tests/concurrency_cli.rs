@@ -339,9 +339,14 @@ async fn embedded_round<S: EventStore>(cli: &Cli, gate: &GateProxy, store: impl 
 
     let (events, state) = log(store().as_ref(), &stream).await;
     let deploy_id = one_whole_deploy(&events, &state);
-    assert_eq!(r["deploy_id"], deploy_id.as_str());
+    assert_eq!(r["deployId"], deploy_id.as_str());
     for run in refused {
-        assert!(run.stdout.is_empty(), "{}", run.describe());
+        // Refused with --json: the error, as JSON, is all stdout holds.
+        let error: serde_json::Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.describe()));
+        assert_eq!(error["error"]["exitCode"], 3, "{}", run.describe());
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&deploy_id), "{}", run.describe());
         assert!(
             names_pid(&run.stderr, pid),
             "names the winner, pid {pid}: {}",
@@ -578,7 +583,7 @@ async fn a_deploy_that_finishes_while_another_plans_leaves_no_duplicate() {
             _ => None,
         })
         .collect();
-    let (a_id, b_id) = (&report(&a)["deploy_id"], &report(&b)["deploy_id"]);
+    let (a_id, b_id) = (&report(&a)["deployId"], &report(&b)["deployId"]);
     let want = [
         ("started", a_id),
         ("completed", a_id),
@@ -690,6 +695,6 @@ async fn a_run_in_another_pid_namespace_never_breaks_a_live_lock() {
     let store = SqliteStore::open(dir.join(".stackflow").join("events.db")).unwrap();
     let (events, state) = log(&store, &StreamId::new("us-east-1", &stack)).await;
     let deploy_id = one_whole_deploy(&events, &state);
-    assert_eq!(report(&a)["deploy_id"], deploy_id.as_str());
+    assert_eq!(report(&a)["deployId"], deploy_id.as_str());
     each_once(&stack, &state, RESOURCES).await;
 }

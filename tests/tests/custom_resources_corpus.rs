@@ -42,7 +42,7 @@ fn state(cli: &Cli, stack: &str) -> Value {
 
 fn physical_id(state: &Value, logical_id: &str) -> String {
     let r = &state["resources"][logical_id];
-    r["physical_id"]
+    r["physicalId"]
         .as_str()
         .or_else(|| r["physicalId"].as_str())
         .unwrap_or_else(|| panic!("{logical_id} in {state}"))

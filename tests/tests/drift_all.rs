@@ -49,7 +49,7 @@ async fn drift_all_dry_run_then_revert_and_orphan_then_destroy() {
     }
     let url = |stack: &str| {
         let state = s.state(stack);
-        state["resources"]["Queue"]["physical_id"]
+        state["resources"]["Queue"]["physicalId"]
             .as_str()
             .expect("the queue's URL")
             .to_string()

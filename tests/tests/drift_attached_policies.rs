@@ -60,7 +60,7 @@ async fn a_roles_policies_from_its_stack_are_not_drift_and_survive_a_revert() {
     }
 
     let state = session.state(&stack);
-    let role = state["resources"]["FnRole"]["physical_id"]
+    let role = state["resources"]["FnRole"]["physicalId"]
         .as_str()
         .expect("the role's name")
         .to_string();

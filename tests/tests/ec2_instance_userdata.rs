@@ -26,7 +26,7 @@ fn template() -> String {
 
 /// The physical id of `logical_id` in the state `stackflow state show --json` printed.
 fn physical(state: &Value, logical_id: &str) -> String {
-    state["resources"][logical_id]["physical_id"]
+    state["resources"][logical_id]["physicalId"]
         .as_str()
         .unwrap_or_else(|| panic!("{logical_id} in {state:#}"))
         .to_string()

@@ -372,7 +372,7 @@ fn physical_ids(s: &Session, stack: &str) -> Vec<(String, String)> {
         .map(|(id, r)| {
             (
                 id.clone(),
-                r["physical_id"].as_str().unwrap_or_default().into(),
+                r["physicalId"].as_str().unwrap_or_default().into(),
             )
         })
         .collect()

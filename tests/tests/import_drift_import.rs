@@ -78,7 +78,7 @@ fn status(report: &Value, id: &str) -> String {
 
 fn physical_id(s: &Session, stack: &str, id: &str) -> String {
     let state = s.state(stack);
-    let pid = state["resources"][id]["physical_id"].as_str();
+    let pid = state["resources"][id]["physicalId"].as_str();
     pid.unwrap_or_else(|| panic!("{id} not recorded: {state:#}"))
         .to_string()
 }
@@ -195,7 +195,7 @@ async fn the_first_diff_after_an_import_shows_what_aws_holds() {
     let diff = s.json(&["diff", &path], 0);
     let rows = diff["stacks"][0]["resources"].as_array().expect("rows");
     let changed = |id: &str| -> Vec<String> {
-        let row = rows.iter().find(|r| r["logical_id"] == id).expect("a row");
+        let row = rows.iter().find(|r| r["logicalId"] == id).expect("a row");
         assert_eq!(row["action"], "update", "{id}: {row:#}");
         let changes = row["changes"].as_array().expect("changes");
         changes

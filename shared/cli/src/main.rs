@@ -4,6 +4,7 @@ mod args;
 mod assets;
 mod aws;
 mod commands;
+mod json;
 mod liveness;
 mod progress;
 mod render;
@@ -50,8 +51,16 @@ fn main() -> ExitCode {
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
         Err(e) => {
+            let code = commands::error_code(&e);
             eprintln!("error: {e:#}");
-            commands::error_code(&e)
+            // A pipeline that asked for JSON gets its error as JSON too, on stdout.
+            if std::env::args().any(|a| a == "--json") {
+                let error = serde_json::json!({
+                    "error": { "message": format!("{e:#}"), "exitCode": code }
+                });
+                println!("{error:#}");
+            }
+            ExitCode::from(code)
         }
     }
 }

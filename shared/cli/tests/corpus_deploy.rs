@@ -310,9 +310,9 @@ impl Cli {
                     stack: stack.clone(),
                     logical_id: logical_id.clone(),
                     ty: r["type"].as_str().unwrap_or_default().to_string(),
-                    physical_id: r["physical_id"].as_str().unwrap_or_default().to_string(),
+                    physical_id: r["physicalId"].as_str().unwrap_or_default().to_string(),
                     provider: r["provider"].as_str().unwrap_or_default().to_string(),
-                    deletion_policy: r["deletion_policy"].as_str().map(str::to_string),
+                    deletion_policy: r["deletionPolicy"].as_str().map(str::to_string),
                     properties: r["properties"].clone(),
                 };
                 if resource.is_nested_stack() {
@@ -350,7 +350,7 @@ fn plan_actions(plan: &Value) -> BTreeMap<String, BTreeMap<String, String>> {
             .flatten()
             .map(|r| {
                 (
-                    r["logical_id"].as_str().unwrap_or_default().to_string(),
+                    r["logicalId"].as_str().unwrap_or_default().to_string(),
                     r["action"].as_str().unwrap_or_default().to_string(),
                 )
             })

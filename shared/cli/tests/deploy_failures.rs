@@ -245,7 +245,7 @@ impl Stackflow {
                 let r = &e["event"]["resource"];
                 (
                     r["type"].as_str().unwrap_or_default().to_string(),
-                    r["physical_id"].as_str().unwrap_or_default().to_string(),
+                    r["physicalId"].as_str().unwrap_or_default().to_string(),
                 )
             })
             .collect()
@@ -262,7 +262,7 @@ fn state_resources(state: &Value) -> Vec<(String, String, String)> {
                     (
                         id.clone(),
                         r["type"].as_str().unwrap_or_default().to_string(),
-                        r["physical_id"].as_str().unwrap_or_default().to_string(),
+                        r["physicalId"].as_str().unwrap_or_default().to_string(),
                     )
                 })
                 .collect()
@@ -516,7 +516,7 @@ async fn state_vs_aws(
     for (parameter, target) in refs {
         let (queue, want) = match target.split_once('.') {
             Some((queue, attribute)) => (queue, &resources[queue]["attributes"][attribute]),
-            None => (*target, &resources[target]["physical_id"]),
+            None => (*target, &resources[target]["physicalId"]),
         };
         let held = &resources[parameter]["properties"]["Value"];
         if resources.get(parameter).is_some() && resources.get(queue).is_some() && held != want {
@@ -560,8 +560,8 @@ fn assert_bad_queue_failed(run: &Run, report: &Value) {
     assert_eq!(report["status"], "failed", "{}", run.describe());
     let failures = report["failures"].as_array().expect("failures");
     assert_eq!(failures.len(), 1, "{}", run.describe());
-    assert_eq!(failures[0]["logical_id"], "BadQueue");
-    assert_eq!(failures[0]["resource_type"], "AWS::SQS::Queue");
+    assert_eq!(failures[0]["logicalId"], "BadQueue");
+    assert_eq!(failures[0]["resourceType"], "AWS::SQS::Queue");
     assert_eq!(failures[0]["action"], "create");
     let message = failures[0]["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("VisibilityTimeout"), "{message}");
@@ -964,7 +964,7 @@ impl Churn<'_> {
                 m.values()
                     .map(|p| {
                         let op = p["operation"].as_str().unwrap_or_default();
-                        format!("{op} {}", p["logical_id"].as_str().unwrap_or_default())
+                        format!("{op} {}", p["logicalId"].as_str().unwrap_or_default())
                     })
                     .collect()
             })
@@ -1197,7 +1197,7 @@ async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
 /// The physical id of `logical_id` in the recorded state.
 fn physical_id(sf: &Stackflow, stack: &str, logical_id: &str) -> String {
     let state = sf.state(stack).expect("state");
-    state["resources"][logical_id]["physical_id"]
+    state["resources"][logical_id]["physicalId"]
         .as_str()
         .unwrap_or_else(|| panic!("{logical_id} is not in {state:#}"))
         .to_string()

@@ -142,6 +142,20 @@ async fn remote_deploy_failure_rollback_and_destroy_run_on_a_worker() {
         text(&out.stdout)
     );
 
+    // --json with --remote: the result is a JSON line, camelCase, progress on stderr.
+    let out = cli.run(&["deploy", "--remote", &good, "--stack", &stack, "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    assert_eq!(line["stack"], stack.as_str(), "{line}");
+    assert_eq!(line["status"], "SUCCEEDED", "{line}");
+    assert_eq!(line["noChanges"], true, "{line}");
+    assert!(
+        line["execution"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("arn:aws:states:"))
+    );
+
     // A failing deploy with --no-rollback fails the execution; rollback --remote undoes it.
     let bad = write(
         &dir,

@@ -31,7 +31,7 @@ fn exit_code(reports: &[StackReport]) -> ExitCode {
 fn print_reports(reports: &[StackReport], json: bool, operation: &str) -> anyhow::Result<()> {
     if json {
         let out = serde_json::json!({ "operation": operation, "stacks": reports });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::json::print(&out)?;
     } else {
         for r in reports {
             print!("{}", render::report(r, operation));
@@ -61,7 +61,9 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     // Again after the rewrite, before anything is published or made.
     check_stacks_placeholders(&stacks)?;
     let remote = if args.remote.remote {
-        Some(super::remote::Remote::new(global, &args.remote, &setup).await?)
+        let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        remote.json = args.json;
+        Some(remote)
     } else {
         None
     };
@@ -112,7 +114,10 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
         }
     }
     write_outputs(&args, &setup, &deployed).await?;
-    print_reports(&reports, args.json, "deploy")?;
+    // A remote run printed each stack's result as it ended.
+    if remote.is_none() {
+        print_reports(&reports, args.json, "deploy")?;
+    }
     Ok(exit_code(&reports))
 }
 
@@ -144,7 +149,8 @@ async fn write_outputs(
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
     if args.remote.remote {
-        let remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        remote.json = args.json;
         return remote
             .run_stack(
                 &setup.engine.store,
@@ -168,7 +174,8 @@ pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<E
 pub async fn rollback(global: &GlobalArgs, args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
     if args.remote.remote {
-        let remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        remote.json = args.json;
         return remote
             .run_stack(
                 &setup.engine.store,

@@ -68,7 +68,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
             .map(|(stack, found)| (stack.clone(), serde_json::json!(found)))
             .collect();
         let out = serde_json::json!({ "stacks": plans, "problems": problems });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::json::print(&out)?;
     } else {
         for ((stack, p), (name, found)) in stacks.iter().zip(&plans).zip(&problems) {
             print!(

@@ -54,7 +54,7 @@ pub async fn run(global: &GlobalArgs, args: DriftArgs) -> anyhow::Result<ExitCod
         } else {
             serde_json::to_value(&reports[0])?
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::json::print(&out)?;
     } else if args.all {
         println!("{} stack(s) checked in {}.", reports.len(), setup.region);
     }

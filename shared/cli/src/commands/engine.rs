@@ -270,7 +270,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
     }
     if args.json {
         let out = serde_json::json!({ "engine": installed, "stack": result });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::json::print(&out)?;
     } else {
         print!("{}", crate::render::report(&result, "deploy"));
         if ok {
@@ -448,7 +448,7 @@ pub async fn status(global: &GlobalArgs, args: EngineStatusArgs) -> anyhow::Resu
         locks,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        crate::json::print(&status)?;
     } else {
         print!("{}", status_text(&name, &region, &status));
     }

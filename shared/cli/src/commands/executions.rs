@@ -215,7 +215,7 @@ pub async fn run(global: &GlobalArgs, args: ExecutionsArgs) -> anyhow::Result<Ex
     };
     let runs = machines.recent(args.stack.as_deref(), args.limit).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&runs)?);
+        crate::json::print(&runs)?;
     } else if runs.is_empty() {
         println!("no executions");
     } else {

@@ -79,7 +79,7 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
         );
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::json::print(&report)?;
     } else {
         print!("{}", render(&report, &args.path.display().to_string()));
     }

@@ -24,7 +24,7 @@ pub const LOCKED: u8 = 3;
 
 /// The exit code of a command that ended with `e`: [`LOCKED`] when the stack's lock is
 /// held by another run, else 1.
-pub fn error_code(e: &anyhow::Error) -> ExitCode {
+pub fn error_code(e: &anyhow::Error) -> u8 {
     let locked = e.chain().any(|cause| {
         matches!(
             cause.downcast_ref::<EngineError>(),
@@ -34,7 +34,7 @@ pub fn error_code(e: &anyhow::Error) -> ExitCode {
             Some(StoreError::Locked { .. })
         )
     });
-    ExitCode::from(if locked { LOCKED } else { 1 })
+    if locked { LOCKED } else { 1 }
 }
 
 /// Runs the command and returns the process exit code.

@@ -33,6 +33,8 @@ pub struct Remote {
     engine: String,
     region: String,
     account: String,
+    /// `--json`: each run's result is a JSON line on stdout (camelCase), not text.
+    pub json: bool,
 }
 
 impl Remote {
@@ -57,6 +59,7 @@ impl Remote {
             s3: s3_client(&config),
             bucket,
             engine: args.engine.clone(),
+            json: false,
             region: setup.region.clone(),
             account,
         })
@@ -151,31 +154,33 @@ impl Remote {
                     .as_deref()
                     .and_then(|o| serde_json::from_str(o).ok())
                     .unwrap_or(Value::Null);
-                return Ok(match d.status {
+                let mut result = serde_json::json!({
+                    "stack": stream.stack,
+                    "execution": execution,
+                    "status": d.status.as_str(),
+                });
+                let code = match d.status {
                     ExecutionStatus::Succeeded => {
-                        if output.get("noChanges").and_then(Value::as_bool) == Some(true) {
-                            println!("{}: no changes; no AWS write call was made", stream.stack);
-                        } else {
-                            println!("{}: succeeded ({execution})", stream.stack);
-                            if let Some(outputs) = output.get("outputs").and_then(Value::as_object)
-                                && !outputs.is_empty()
-                            {
-                                println!("Outputs:");
-                                for (k, v) in outputs {
-                                    println!("  {k} = {}", render::value(v));
-                                }
-                            }
+                        let no_changes = output.get("noChanges").and_then(Value::as_bool);
+                        result["noChanges"] = Value::Bool(no_changes == Some(true));
+                        result["outputs"] = output.get("outputs").cloned().unwrap_or_default();
+                        if !self.json {
+                            succeeded(&stream.stack, execution, &output);
                         }
                         ExitCode::SUCCESS
                     }
                     status => {
-                        println!(
-                            "{}: {} ({execution}): {}: {}",
-                            stream.stack,
-                            status.as_str(),
-                            d.error.as_deref().unwrap_or("no error name"),
-                            d.cause.as_deref().unwrap_or("no cause given")
-                        );
+                        result["error"] = d.error.clone().into();
+                        result["cause"] = d.cause.clone().into();
+                        if !self.json {
+                            println!(
+                                "{}: {} ({execution}): {}: {}",
+                                stream.stack,
+                                status.as_str(),
+                                d.error.as_deref().unwrap_or("no error name"),
+                                d.cause.as_deref().unwrap_or("no cause given")
+                            );
+                        }
                         // A `Fail` state of the state machine names the phase (a deploy
                         // that could not start); the task's own error says why.
                         let task = self.task_failure(execution).await;
@@ -183,12 +188,23 @@ impl Remote {
                         let mut refused = d.error.as_deref() == Some(locked);
                         if let Some((error, cause)) = task.filter(|t| d.error != Some(t.0.clone()))
                         {
-                            println!("{}: the last task failure: {error}: {cause}", stream.stack);
+                            if !self.json {
+                                println!(
+                                    "{}: the last task failure: {error}: {cause}",
+                                    stream.stack
+                                );
+                            }
+                            result["taskError"] = error.clone().into();
+                            result["taskCause"] = cause.into();
                             refused |= error == locked;
                         }
                         ExitCode::from(if refused { super::LOCKED } else { 1 })
                     }
-                });
+                };
+                if self.json {
+                    println!("{}", crate::json::line(&result)?);
+                }
+                return Ok(code);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -227,6 +243,17 @@ impl Remote {
             error?.to_string(),
             message.unwrap_or_else(|| cause.to_string()),
         ))
+    }
+
+    /// `--no-follow`: the execution started, as its ARN (or a JSON line).
+    fn started(&self, stack: &str, execution: &str) -> anyhow::Result<()> {
+        if self.json {
+            let started = serde_json::json!({ "stack": stack, "execution": execution });
+            println!("{}", crate::json::line(&started)?);
+        } else {
+            println!("{execution}");
+        }
+        Ok(())
     }
 
     /// Uploads the stack's input and starts its deploy; follows it unless told not to.
@@ -268,7 +295,7 @@ impl Remote {
             .start("deploy", &deploy_id, &serde_json::to_value(&request)?)
             .await?;
         if !follow {
-            println!("{execution}");
+            self.started(&input.name, &execution)?;
             return Ok(ExitCode::SUCCESS);
         }
         eprintln!("deploy {}: execution {execution}", input.name);
@@ -292,7 +319,7 @@ impl Remote {
             .start(operation, &id, &serde_json::to_value(&request)?)
             .await?;
         if !follow {
-            println!("{execution}");
+            self.started(stack, &execution)?;
             return Ok(ExitCode::SUCCESS);
         }
         eprintln!("{operation} {stack}: execution {execution}");
@@ -424,4 +451,21 @@ async fn create_state_machines(
         }
     }
     Ok(())
+}
+
+/// The text of a deploy that succeeded: no changes, or its outputs.
+fn succeeded(stack: &str, execution: &str, output: &Value) {
+    if output.get("noChanges").and_then(Value::as_bool) == Some(true) {
+        println!("{stack}: no changes; no AWS write call was made");
+        return;
+    }
+    println!("{stack}: succeeded ({execution})");
+    if let Some(outputs) = output.get("outputs").and_then(Value::as_object)
+        && !outputs.is_empty()
+    {
+        println!("Outputs:");
+        for (k, v) in outputs {
+            println!("  {k} = {}", render::value(v));
+        }
+    }
 }

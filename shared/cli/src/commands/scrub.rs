@@ -74,7 +74,7 @@ pub async fn run(global: &GlobalArgs, args: ScrubArgs) -> anyhow::Result<ExitCod
             m.insert("searched".into(), json!(labels(searched)));
             m.insert("skipped".into(), serde_json::to_value(&secrets.skipped)?);
         }
-        serde_json::to_string_pretty(&v)?
+        serde_json::to_string_pretty(&crate::json::camel_case(v))?
     } else {
         text(&heading, &args.stack, &secrets, &report)
     };

@@ -70,7 +70,7 @@ pub async fn show(global: &GlobalArgs, args: StateShowArgs) -> anyhow::Result<Ex
         );
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&state)?);
+        crate::json::print(&state)?;
     } else {
         print!("{}", render::state(&args.stack, &ctx.region, &state));
     }
@@ -123,7 +123,7 @@ fn print_events(
     let mut out = std::io::stdout().lock();
     for e in events {
         let line = if json {
-            serde_json::to_string(e)?
+            crate::json::line(e)?
         } else {
             render::event_line(e)
         };
@@ -223,7 +223,7 @@ pub async fn orphan(global: &GlobalArgs, args: StateOrphanArgs) -> anyhow::Resul
     )
     .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::json::print(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
     let head = if report.dry_run {
