@@ -21,7 +21,6 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use stackflow_events::projection::{ResourceState, StackState};
 use stackflow_tests::installed::{ENGINE_BUCKET, Installed, json as stdout_json};
 use stackflow_tests::inventory::Inventory;
 use stackflow_tests::lambda::zip_files;
@@ -113,13 +112,43 @@ async fn engine_deploy_then_events_pipeline_and_drift_then_destroy_keeps_the_tab
     println!("the chain: {}", elapsed(chain));
 }
 
+/// What `state show --json` prints of a stack's resources (camelCase).
+struct Shown {
+    resources: std::collections::BTreeMap<String, ShownResource>,
+}
+
+struct ShownResource {
+    resource_type: String,
+    physical_id: String,
+    properties: serde_json::Map<String, Value>,
+}
+
+impl Shown {
+    fn of(state: &Value) -> Shown {
+        let rows = state["resources"].as_object().cloned().unwrap_or_default();
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let resources = rows
+            .into_iter()
+            .map(|(id, r)| {
+                let shown = ShownResource {
+                    resource_type: text(&r["type"]),
+                    physical_id: text(&r["physicalId"]),
+                    properties: r["properties"].as_object().cloned().unwrap_or_default(),
+                };
+                (id, shown)
+            })
+            .collect();
+        Shown { resources }
+    }
+}
+
 /// The stack's resources, as the engine's table records them, each asserted to exist.
-async fn recorded_resources_exist(aws: &Aws, engine: &Installed, stack: &str) -> StackState {
+async fn recorded_resources_exist(aws: &Aws, engine: &Installed, stack: &str) -> Shown {
     let run = engine
         .remote()
         .run(&["state", "show", "--stack", stack, "--json"]);
     assert_eq!(run.code, Some(0), "{}", run.describe());
-    let state: StackState = serde_json::from_value(stdout_json(&run)).unwrap();
+    let state = Shown::of(&stdout_json(&run));
     assert!(!state.resources.is_empty(), "{stack} has resources");
     for (id, r) in &state.resources {
         let there = aws
@@ -314,7 +343,7 @@ async fn schedule_reports_drift(
 }
 
 /// Whether a resource of the engine's stack still exists (each type the template has).
-async fn still_there(aws: &Aws, r: &ResourceState) -> bool {
+async fn still_there(aws: &Aws, r: &ShownResource) -> bool {
     let id = r.physical_id.as_str();
     let p = &r.properties;
     let function_exists = |name: &Value| {
@@ -487,7 +516,7 @@ async fn destroy_keeps_only_the_table(aws: &Aws, engine: &Installed) {
         .cli
         .run(&["state", "show", "--stack", &stack, "--json"]);
     assert_eq!(run.code, Some(0), "{}", run.describe());
-    let state: StackState = serde_json::from_value(stdout_json(&run)).unwrap();
+    let state = Shown::of(&stdout_json(&run));
     let types: std::collections::BTreeSet<&str> = state
         .resources
         .values()

@@ -207,6 +207,7 @@ fn stack(probe: &Probe, tag: &str) -> StackTemplate {
     let template = Template::from_value(&json!({ "Resources": resources }))
         .unwrap_or_else(|e| panic!("{}: {e}", probe.label));
     StackTemplate {
+        display_name: None,
         name: tag.to_string(),
         file: format!("{}.json", probe.label).into(),
         template,

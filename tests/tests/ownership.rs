@@ -213,6 +213,7 @@ fn stack(tag: &str) -> StackTemplate {
     });
     let template = Template::from_value(&json!({ "Resources": resources })).expect("a template");
     StackTemplate {
+        display_name: None,
         name: tag.to_string(),
         file: "ownership.json".into(),
         template,

@@ -527,13 +527,24 @@ pub struct DiffArgs {
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
-    /// Only these stacks of a cdk.out (repeatable); for a template file, the stack name
-    /// (default: the file name without its extension)
-    #[arg(long = "stack", value_name = "NAME")]
+    /// Only these stacks of a cdk.out (repeatable): names or display paths (`Stage/Api`),
+    /// with `*` (within a path segment), `**` and `?`; the stacks they depend on come too
+    /// unless --exclusively. For a template file, the stack name (default: the file name
+    /// without its extension)
+    #[arg(long = "stack", value_name = "PATTERN")]
     pub stacks: Vec<String>,
 
-    /// A parameter value (repeatable)
-    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    /// Every stack of the cdk.out (the default when no --stack is given)
+    #[arg(long, conflicts_with = "stacks")]
+    pub all: bool,
+
+    /// Only the stacks --stack names, not the stacks they depend on
+    #[arg(short = 'e', long, requires = "stacks")]
+    pub exclusively: bool,
+
+    /// A parameter value (repeatable): KEY=VALUE goes to each stack that declares KEY,
+    /// STACK:KEY=VALUE to that stack only
+    #[arg(long = "parameter", value_name = "[STACK:]KEY=VALUE", value_parser = parse_key_value)]
     pub parameters: Vec<(String, String)>,
 
     /// Print the plan as JSON
@@ -570,13 +581,24 @@ pub struct DeployArgs {
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
-    /// Only these stacks of a cdk.out (repeatable); for a template file, the stack name
-    /// (default: the file name without its extension)
-    #[arg(long = "stack", value_name = "NAME")]
+    /// Only these stacks of a cdk.out (repeatable): names or display paths (`Stage/Api`),
+    /// with `*` (within a path segment), `**` and `?`; the stacks they depend on come too
+    /// unless --exclusively. For a template file, the stack name (default: the file name
+    /// without its extension)
+    #[arg(long = "stack", value_name = "PATTERN")]
     pub stacks: Vec<String>,
 
-    /// A parameter value (repeatable)
-    #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    /// Every stack of the cdk.out (the default when no --stack is given)
+    #[arg(long, conflicts_with = "stacks")]
+    pub all: bool,
+
+    /// Only the stacks --stack names, not the stacks they depend on
+    #[arg(short = 'e', long, requires = "stacks")]
+    pub exclusively: bool,
+
+    /// A parameter value (repeatable): KEY=VALUE goes to each stack that declares KEY,
+    /// STACK:KEY=VALUE to that stack only
+    #[arg(long = "parameter", value_name = "[STACK:]KEY=VALUE", value_parser = parse_key_value)]
     pub parameters: Vec<(String, String)>,
 
     /// On failure, keep what the deploy did (undo it later with `stackflow rollback`)

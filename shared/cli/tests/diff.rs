@@ -301,3 +301,29 @@ fn an_endpoint_nobody_answers_at_stops_a_deploy_before_anything() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_stack_pattern_takes_what_the_stacks_depend_on_unless_exclusively() {
+    let assembly = "tests/fixtures/corpus/cross-stack-export-import";
+    let stacks = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["diff", assembly, "--stack", "Import*", "--json"];
+        args.extend_from_slice(extra);
+        let out = stackflow(&args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+        let listed = v["stacks"].as_array().cloned().unwrap_or_default();
+        listed
+            .iter()
+            .map(|s| s["stack"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(stacks(&[]), ["ExportProducerStack", "ImportConsumerStack"]);
+    assert_eq!(stacks(&["--exclusively"]), ["ImportConsumerStack"]);
+    let out = stackflow(&["diff", assembly, "--stack", "Nope*"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no stack matching `Nope*`") && err.contains("ExportProducerStack"),
+        "{err}"
+    );
+}

@@ -10,7 +10,7 @@ use stackflow_engine::{
 use crate::args::{DeployArgs, DestroyArgs, GlobalArgs, RollbackArgs};
 use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
-use crate::select::{bind_all, dependency_order, select_stacks};
+use crate::select::{bind_all, dependency_order, select_with};
 use crate::setup::{setup, stop_on_ctrl_c};
 
 /// The exit code of a set of runs: 1 when one failed or was stopped, else 2 when one
@@ -42,7 +42,7 @@ fn print_reports(reports: &[StackReport], json: bool, operation: &str) -> anyhow
 
 pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
-    let stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
+    let stacks = select_with(stacks, &args.stacks, args.path.is_dir(), args.exclusively)?;
     let mut stacks = dependency_order(stacks);
     // Before any AWS call: text no function will substitute.
     check_stacks_placeholders(&stacks)?;

@@ -8,12 +8,12 @@ use stackflow_core::template::{check_stacks_placeholders, load_path};
 use crate::args::{DiffArgs, GlobalArgs};
 use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
-use crate::select::{bind_all, select_stacks};
+use crate::select::{bind_all, select_with};
 use crate::store::{Store, StoreSpec, local_file};
 
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
-    let mut stacks = select_stacks(stacks, &args.stacks, args.path.is_dir())?;
+    let mut stacks = select_with(stacks, &args.stacks, args.path.is_dir(), args.exclusively)?;
     check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &args.parameters)?;
 

@@ -227,6 +227,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
     parameters.insert("Architecture".into(), args.arch.clone());
     let value = parse_text(TEMPLATE, "infra/engine.yaml")?;
     let stack = StackTemplate {
+        display_name: None,
         name: stack_name(&name),
         file: PathBuf::from("infra/engine.yaml"),
         template: Template::from_value(&value)?,

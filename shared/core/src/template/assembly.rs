@@ -204,8 +204,13 @@ fn stack_artifact(
                 .collect()
         })
         .unwrap_or_default();
+    let display_name = artifact
+        .get("displayName")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(StackTemplate {
         name,
+        display_name,
         file: template_path,
         template,
         dependencies,

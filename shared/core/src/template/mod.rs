@@ -27,6 +27,8 @@ use crate::limits::MAX_TEMPLATE_BYTES;
 pub struct StackTemplate {
     /// The stack name: a cloud assembly's stack name, or the template file's stem.
     pub name: String,
+    /// A cloud assembly's display path of the stack (`Stage/Api`), when it gives one.
+    pub display_name: Option<String>,
     /// The file the template was read from.
     pub file: PathBuf,
     /// The template.
@@ -150,6 +152,7 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
     };
     let nested = assembly::load_nested(dir, path, &template)?;
     Ok(vec![StackTemplate {
+        display_name: None,
         name: stack_name_from_file(path),
         file: path.to_path_buf(),
         template,
