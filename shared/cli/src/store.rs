@@ -75,6 +75,19 @@ pub fn local_file(dir: &std::path::Path) -> PathBuf {
     dir.join("events.db")
 }
 
+/// Opens (or creates) the local store in `dir`, with a `.gitignore` that keeps the whole
+/// directory (the log and the digest key) out of version control.
+pub fn open_local(dir: &std::path::Path) -> anyhow::Result<SqliteStore> {
+    let store = SqliteStore::open(local_file(dir))?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        let text = "# stackflow's local store: its event log and digest key stay out of git.\n*\n";
+        std::fs::write(&ignore, text)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", ignore.display()))?;
+    }
+    Ok(store)
+}
+
 impl Store {
     /// Opens the store; a DynamoDB store keeps bodies over the item limit in `bucket`.
     pub fn open(
@@ -83,7 +96,7 @@ impl Store {
         bucket: Option<String>,
     ) -> anyhow::Result<Store> {
         Ok(match spec {
-            StoreSpec::Local(dir) => Store::Local(SqliteStore::open(local_file(dir))?),
+            StoreSpec::Local(dir) => Store::Local(open_local(dir)?),
             StoreSpec::DynamoDb(table) => {
                 let s3 = aws_sdk_s3::Client::from_conf(
                     aws_sdk_s3::config::Builder::from(config)

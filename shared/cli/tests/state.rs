@@ -327,6 +327,9 @@ fn init_creates_the_local_store() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("Created the local store"));
     assert!(dir.join("events.db").exists());
+    // The log and the digest key stay out of git.
+    let ignore = std::fs::read_to_string(dir.join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
     let out = stackflow(&dir, &["init"]);
     assert!(text(&out.stdout).contains("already existed"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -19,7 +19,7 @@ pub async fn init(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         StoreSpec::Local(dir) => {
             let file = local_file(dir);
             let existed = file.exists();
-            stackflow_events::sqlite::SqliteStore::open(&file)?;
+            crate::store::open_local(dir)?;
             if existed {
                 println!(
                     "The local store {} is ready (it already existed).",
