@@ -423,8 +423,20 @@ async fn secrets_stack(
     expect(s, cli.run(&args(&deploy, &params)), 0);
     control_secrets_stack(ssm, s, src).await;
     control_secret_copy(s, src).await;
-    let again = ["deploy", path.as_str(), "--stack", &stack, "--json", "-vv"];
+    // Its outputs file is in the directory the scan reads.
+    let outputs = cli.dir.join("outputs.json").display().to_string();
+    let again = [
+        "deploy",
+        path.as_str(),
+        "--stack",
+        &stack,
+        "--json",
+        "-vv",
+        "--outputs-file",
+        &outputs,
+    ];
     let again = expect(s, cli.run(&args(&again, &params)), 0);
+    assert!(std::path::Path::new(&outputs).is_file(), "no {outputs}");
     if !again.stdout.contains("\"no-changes\"") {
         println!(
             "note: the second deploy of {stack} was not a no-op:\n{}",

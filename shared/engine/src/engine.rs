@@ -209,6 +209,24 @@ impl<S: EventStore + 'static> Engine<S> {
     /// lock of a holder that is gone; then reads the stream again, so that the run plans
     /// from the state after the lock, not from what it read before (unless the lock's
     /// event went right after what was read: nothing came in between).
+    /// Takes the stack's lock for run `id` (a `LockTaken` for `operation`, under the run's
+    /// `locked` key): the runs that record no `DeployStarted` (import, drift's accept and
+    /// revert, refresh-observed, orphan). What [`Self::take_lock`] says holds.
+    pub(crate) async fn lock_run(
+        &self,
+        rec: &Recorder<S>,
+        id: &str,
+        operation: &str,
+    ) -> Result<(), EngineError> {
+        let holder = self.holder(id, operation);
+        let event = Event::LockTaken {
+            holder: holder.clone(),
+        };
+        let key = crate::keys::run_key(id, crate::keys::RunEvent::Locked);
+        self.take_lock(rec, key, event, holder).await
+    }
+
+    /// Takes the stack's lock with `event` (under `key`) for `holder`: see [`Self::lock_run`].
     pub(crate) async fn take_lock(
         &self,
         rec: &Recorder<S>,

@@ -13,8 +13,11 @@ use stackflow_events::event::{Event, ProviderKind};
 use stackflow_events::{EventStore, Precondition};
 
 use crate::engine::{Engine, EngineError};
-use crate::keys::{RunEvent, new_id, run_key};
+use crate::keys::new_id;
 use crate::recorder::Recorder;
+
+/// The prefix of an orphan run's id.
+const ORPHAN_PREFIX: &str = "p";
 
 /// One resource taken out of the records.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +41,10 @@ pub struct OrphanReport {
     pub stack: String,
     /// The resources taken out (or that would be, with `dry_run`).
     pub orphaned: Vec<Orphaned>,
+    /// Ids named that an earlier `state orphan` took out already (one cut off part way:
+    /// running it again finishes it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub already: Vec<String>,
     /// True when nothing was recorded.
     pub dry_run: bool,
 }
@@ -53,23 +60,32 @@ pub async fn orphan<S: EventStore + 'static>(
     dry_run: bool,
 ) -> Result<OrphanReport, EngineError> {
     let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
-    let orphaned = check(&recorder, stack, ids)?;
+    let already = orphaned_before(&engine, stack, &recorder, ids).await?;
+    let ids: Vec<String> = ids
+        .iter()
+        .filter(|i| !already.contains(i))
+        .cloned()
+        .collect();
+    let ids = ids.as_slice();
+    let orphaned = if ids.is_empty() && !already.is_empty() {
+        vec![]
+    } else {
+        check(&recorder, stack, ids)?
+    };
     let mut report = OrphanReport {
         stack: stack.to_string(),
         orphaned,
+        already,
         dry_run,
     };
+    if report.orphaned.is_empty() {
+        return Ok(report);
+    }
     if dry_run {
         return Ok(report);
     }
-    let id = new_id("p");
-    let holder = engine.holder(&id, "orphan");
-    let locked = Event::LockTaken {
-        holder: holder.clone(),
-    };
-    engine
-        .take_lock(&recorder, run_key(&id, RunEvent::Locked), locked, holder)
-        .await?;
+    let id = new_id(ORPHAN_PREFIX);
+    engine.lock_run(&recorder, &id, "orphan").await?;
     // Checked again under the lock: a run may have changed the records meanwhile.
     let appended = match check(&recorder, stack, ids) {
         Ok(now) => {
@@ -106,6 +122,49 @@ async fn retain_all<S: EventStore>(
             .await?;
     }
     Ok(())
+}
+
+/// The ids among `ids` that are not recorded because an earlier orphan run took them
+/// out: the last event about each is that run's `ResourceRetained`.
+async fn orphaned_before<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
+    recorder: &Recorder<S>,
+    ids: &[String],
+) -> Result<Vec<String>, EngineError> {
+    let missing: Vec<&String> = {
+        let state = recorder.state();
+        ids.iter()
+            .filter(|id| !state.resources.contains_key(*id))
+            .collect()
+    };
+    if missing.is_empty() {
+        return Ok(vec![]);
+    }
+    let events = engine.store.read(&engine.stream(stack), 0).await?;
+    let mut out = Vec::new();
+    for id in missing {
+        let last = events.iter().rev().find_map(|e| match &e.event {
+            Event::ResourceRetained {
+                deploy_id,
+                logical_id,
+                ..
+            } if logical_id == id => Some(crate::keys::is_new_id_of(ORPHAN_PREFIX, deploy_id)),
+            Event::ResourceCreated { resource, .. }
+            | Event::ResourceUpdated { resource, .. }
+            | Event::ResourceImported { resource, .. }
+                if resource.logical_id == *id =>
+            {
+                Some(false)
+            }
+            Event::ResourceDeleted { logical_id, .. } if logical_id == id => Some(false),
+            _ => None,
+        });
+        if last == Some(true) {
+            out.push(id.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// The resources `ids` names, or why they cannot be orphaned.

@@ -334,3 +334,40 @@ async fn orphan_takes_resources_out_of_the_records_and_leaves_them_in_aws() {
     assert!(!deleted.contains(&"Orders".to_string()), "{deleted:?}");
     assert!(rig.cloud.world().contains_key(&orders), "the orphan stays");
 }
+
+#[tokio::test]
+async fn an_orphan_cut_off_part_way_is_finished_by_running_it_again() {
+    let rig = Rig::new();
+    let v = json!({ "Resources": {
+        "A": { "Type": "AWS::SNS::Topic", "Properties": { "TopicName": "a" } },
+        "B": { "Type": "AWS::SNS::Topic", "Properties": { "TopicName": "b" } },
+        "C": { "Type": "AWS::SNS::Topic", "Properties": { "TopicName": "c" } }
+    } });
+    deploy_ok(&rig, &input("app", v)).await;
+    let ids: Vec<String> = vec!["A".into(), "B".into()];
+    // The lock and A's record go through; B's is lost (a dropped connection).
+    rig.store.fail_once_after(2);
+    let cut = orphan(rig.engine.clone(), "app", &ids, false).await;
+    assert!(cut.is_err(), "{cut:?}");
+    let state = rig.state("app").await;
+    assert!(!state.resources.contains_key("A") && state.resources.contains_key("B"));
+    // The same command again finishes it: A was taken out already, B is now.
+    let again = orphan(rig.engine.clone(), "app", &ids, false)
+        .await
+        .unwrap();
+    assert_eq!(again.already, ["A"]);
+    assert_eq!(again.orphaned.len(), 1);
+    assert_eq!(again.orphaned[0].logical_id, "B");
+    let state = rig.state("app").await;
+    let left: Vec<&String> = state.resources.keys().collect();
+    assert_eq!(left, ["C"]);
+    assert!(state.lock.is_none());
+    // Once more: nothing left to do, and nothing is refused.
+    let done = orphan(rig.engine.clone(), "app", &ids, false)
+        .await
+        .unwrap();
+    assert_eq!(done.already, ["A", "B"]);
+    assert!(done.orphaned.is_empty());
+    // Nothing was deleted in AWS.
+    assert!(rig.cloud.call_log().iter().all(|(op, _)| *op != Op::Delete));
+}

@@ -245,6 +245,12 @@ pub async fn orphan(global: &GlobalArgs, args: StateOrphanArgs) -> anyhow::Resul
         }
         println!("{line}");
     }
+    if !report.already.is_empty() {
+        println!(
+            "  already out of the records (an earlier orphan): {}",
+            report.already.join(", ")
+        );
+    }
     println!(
         "Each stays in AWS, no longer managed by stackflow. While the template declares one, \
          the next deploy creates it again: remove it from the template first."

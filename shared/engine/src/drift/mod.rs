@@ -16,7 +16,7 @@ use stackflow_events::{EventStore, Precondition};
 use stackflow_providers::provider::CurrentState;
 
 use crate::engine::{Engine, EngineError};
-use crate::keys::{RunEvent, new_id, run_key};
+use crate::keys::new_id;
 use crate::observe::{baseline_of, read_now, read_request, resolved_refs};
 use crate::recorder::Recorder;
 
@@ -229,18 +229,7 @@ pub async fn drift_stack_with<S: EventStore + 'static>(
         _ if !locks => Precondition::None,
         DriftMode::Check => Precondition::None,
         DriftMode::Accept | DriftMode::Revert => {
-            let holder = engine.holder(&check_id, "drift");
-            let event = Event::LockTaken {
-                holder: holder.clone(),
-            };
-            engine
-                .take_lock(
-                    &recorder,
-                    run_key(&check_id, RunEvent::Locked),
-                    event,
-                    holder,
-                )
-                .await?;
+            engine.lock_run(&recorder, &check_id, "drift").await?;
             Precondition::HoldsLock(check_id.clone())
         }
     };
@@ -625,13 +614,7 @@ pub async fn refresh_observed<S: EventStore + 'static>(
     let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
     let selected = selected(&recorder, stack, &[])?;
     let id = new_id("o");
-    let holder = engine.holder(&id, "refresh-observed");
-    let event = Event::LockTaken {
-        holder: holder.clone(),
-    };
-    engine
-        .take_lock(&recorder, run_key(&id, RunEvent::Locked), event, holder)
-        .await?;
+    engine.lock_run(&recorder, &id, "refresh-observed").await?;
     let pre = Precondition::HoldsLock(id.clone());
     let mut out = Vec::new();
     let mut failed = None;

@@ -23,7 +23,7 @@ use stackflow_providers::provider::{CurrentState, Imported, ResourceRequest};
 use crate::deploy::Deployment;
 use crate::engine::{DeployOptions, Engine, EngineError};
 use crate::gather::plan_of;
-use crate::keys::{RunEvent, new_id, run_key};
+use crate::keys::new_id;
 use crate::observe::read_now;
 use crate::recorder::Recorder;
 use crate::stack::{DeployEnv, StackInput};
@@ -220,18 +220,7 @@ async fn import_one<S: EventStore + 'static>(
     let key = engine.stack_digest_key(&input.name);
     let plan = plan_of(&input, &recorder, &answers, key.as_ref())?;
     if !options.dry_run {
-        let holder = engine.holder(&import_id, "import");
-        let locked = Event::LockTaken {
-            holder: holder.clone(),
-        };
-        engine
-            .take_lock(
-                &recorder,
-                run_key(&import_id, RunEvent::Locked),
-                locked,
-                holder,
-            )
-            .await?;
+        engine.lock_run(&recorder, &import_id, "import").await?;
     }
     let d = Deployment {
         engine: engine.clone(),
