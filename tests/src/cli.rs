@@ -132,6 +132,7 @@ impl Cli {
             .env("USER", "tester")
             .env("RUST_LOG", "trace")
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("STACKFLOW_YES", "1")
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", "us-east-1")

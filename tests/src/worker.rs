@@ -131,6 +131,7 @@ impl Machines {
             concurrency: 10,
             deploy_id: None,
             allow_stateful_replacement,
+            expected_plan: None,
         };
         let input = serde_json::to_value(request).expect("a request is JSON");
         self.run("deploy", input).await

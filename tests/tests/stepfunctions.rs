@@ -432,6 +432,7 @@ async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
         concurrency: 10,
         deploy_id: None,
         allow_stateful_replacement: false,
+        expected_plan: None,
     };
     let (status, _, error) = rig
         .run("deploy", serde_json::to_value(missing).unwrap())

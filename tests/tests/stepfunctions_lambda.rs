@@ -163,6 +163,7 @@ impl LambdaRig {
             concurrency: 10,
             deploy_id: None,
             allow_stateful_replacement: false,
+            expected_plan: None,
         };
         self.run("deploy", serde_json::to_value(request).unwrap())
             .await

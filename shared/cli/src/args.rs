@@ -56,6 +56,19 @@ pub struct GlobalArgs {
     /// Say more (repeat for even more)
     #[arg(short, long, global = true, action = ArgAction::Count)]
     pub verbose: u8,
+
+    /// Answer yes to every confirmation and approval: destroy, drift --revert, import
+    /// --migrate-from-cloudformation, engine destroy, and a deploy's changes that widen
+    /// access. Without it, and without a terminal to ask on, those commands are refused
+    /// (exit 4)
+    #[arg(
+        short = 'y',
+        long,
+        global = true,
+        env = "STACKFLOW_YES",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub yes: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -560,6 +573,13 @@ pub struct DiffArgs {
     #[arg(long)]
     pub fail: bool,
 
+    /// Save the plan to FILE for review: `stackflow deploy FILE` then applies exactly
+    /// that plan, and refuses (exit 4, saying what moved) if the records, the template or
+    /// what the lookups answer changed since. NoEcho parameter values are not saved:
+    /// give them again to the deploy
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
     /// Replace resources that hold data (DynamoDB tables, S3 buckets, databases, file
     /// systems, streams, log groups, KMS keys, ...) when a change forces it; without it
     /// the diff lists such a replacement as a problem
@@ -577,7 +597,8 @@ pub struct DiffArgs {
 /// Arguments of `stackflow deploy`.
 #[derive(Debug, Args)]
 pub struct DeployArgs {
-    /// A template file (.json, .yaml, .yml, .template) or a cdk.out directory
+    /// A template file (.json, .yaml, .yml, .template), a cdk.out directory, or a plan
+    /// saved by `stackflow diff --out`
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
@@ -600,6 +621,20 @@ pub struct DeployArgs {
     /// STACK:KEY=VALUE to that stack only
     #[arg(long = "parameter", value_name = "[STACK:]KEY=VALUE", value_parser = parse_key_value)]
     pub parameters: Vec<(String, String)>,
+
+    /// Which changes wait for a yes on the terminal before the stack is deployed:
+    /// `broadening` (IAM statements, resource policies and security group rules that are
+    /// added or changed), `any-change`, or `never`. The approved plan is the one
+    /// deployed (refused if it moves meanwhile). Without a terminal, a change that needs
+    /// approval is refused (exit 4) unless --yes
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        env = "STACKFLOW_REQUIRE_APPROVAL",
+        default_value = "broadening"
+    )]
+    pub require_approval: RequireApproval,
 
     /// On failure, keep what the deploy did (undo it later with `stackflow rollback`)
     #[arg(long)]
@@ -643,12 +678,27 @@ pub struct DeployArgs {
     pub remote: RemoteArgs,
 }
 
+/// When a deploy asks before it changes a stack (`--require-approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequireApproval {
+    /// Never ask.
+    Never,
+    /// Ask when the stack would change at all.
+    AnyChange,
+    /// Ask when a change widens access.
+    Broadening,
+}
+
 /// Arguments of `stackflow destroy`.
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
     /// The stack name
     #[arg(long, value_name = "NAME")]
     pub stack: String,
+
+    /// Do not ask for a confirmation (the same as --yes)
+    #[arg(short = 'f', long)]
+    pub force: bool,
 
     /// Pin the number of deletes at once to N (default: adaptive per AWS service, as for
     /// deploy)

@@ -4,6 +4,7 @@ mod args;
 mod assets;
 mod aws;
 mod commands;
+mod confirm;
 mod json;
 mod liveness;
 mod progress;

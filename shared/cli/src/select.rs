@@ -121,6 +121,18 @@ fn split_key(key: &str) -> (Option<&str>, &str) {
     }
 }
 
+/// The parameter a command-line `[STACK:]KEY` gives `stack` (one of `of` stacks), if
+/// it gives it one.
+pub fn given_to<'k>(of: usize, stack: &StackTemplate, key: &'k str) -> Option<&'k str> {
+    let (only, k) = split_key(key);
+    let ours = match only {
+        Some(s) => matches_stack(s, stack),
+        // One stack: its parameters are checked by binding.
+        None => of == 1 || stack.template.parameters.contains_key(k),
+    };
+    ours.then_some(k)
+}
+
 /// Binds every stack's parameters (the cloud assembly's, then the command line's), all
 /// checked before any AWS call. A `KEY=VALUE` goes to each stack that declares `KEY`; a
 /// `STACK:KEY=VALUE` to that stack (by name or display path). A value no stack takes is
@@ -135,13 +147,7 @@ pub fn bind_all(
         .map(|stack| {
             let mut values = stack.parameters.clone();
             for (i, (key, value)) in given.iter().enumerate() {
-                let (only, k) = split_key(key);
-                let ours = match only {
-                    Some(s) => matches_stack(s, stack),
-                    // One stack: its parameters are checked by binding.
-                    None => stacks.len() == 1 || stack.template.parameters.contains_key(k),
-                };
-                if ours {
+                if let Some(k) = given_to(stacks.len(), stack, key) {
                     values.insert(k.to_string(), value.clone());
                     taken[i] = true;
                 }

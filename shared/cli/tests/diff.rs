@@ -21,6 +21,7 @@ fn stackflow_in(dir: &std::path::Path, args: &[&str]) -> Output {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", std::env::temp_dir())
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("STACKFLOW_YES", "1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "eu-west-1")

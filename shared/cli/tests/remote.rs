@@ -33,6 +33,7 @@ impl Cli {
             .env("USER", "tester")
             .env("STACKFLOW_ENGINE", &self.engine)
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("STACKFLOW_YES", "1")
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", "us-east-1");
@@ -87,6 +88,7 @@ async fn remote_deploy_failure_rollback_and_destroy_run_on_a_worker() {
         .arg(format!("local:{}", dir.join("other").display()))
         .args(["deploy", "--remote", "nothing.yaml"])
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("STACKFLOW_YES", "1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")

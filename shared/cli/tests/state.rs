@@ -32,6 +32,7 @@ fn stackflow(dir: &Path, args: &[&str]) -> Output {
         .env("HOME", std::env::temp_dir())
         .env("USER", "tester")
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("STACKFLOW_YES", "1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")

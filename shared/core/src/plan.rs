@@ -23,6 +23,7 @@ use crate::secrets::{DigestKey, Masking, contains_mask};
 use crate::template::{Output, Policy, Template};
 
 mod diff;
+pub mod review;
 mod synthetic;
 
 use diff::property_changes;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use stackflow_core::TemplateError;
+use stackflow_core::plan::Plan;
 use stackflow_core::secrets::DigestKey;
 use stackflow_events::event::{Event, Holder, ProviderKind};
 use stackflow_events::{EventStore, Precondition, StoreError, StreamId};
@@ -29,9 +30,56 @@ pub enum EngineError {
     /// The event store failed, or the stack is locked.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The plan a reviewer approved is not the plan of now: nothing was done.
+    #[error("{0}")]
+    PlanMoved(String),
     /// Anything else, said plainly.
     #[error("{0}")]
     Other(String),
+}
+
+/// A plan someone reviewed (a saved plan, or one approved at the prompt): a deploy given
+/// one starts only if its own plan is the same, before the lock and again after it.
+#[derive(Debug, Clone)]
+pub struct ExpectedPlan {
+    /// [`stackflow_core::plan::review::digest`] of the reviewed plan.
+    pub digest: String,
+    /// The reviewed plan itself, when at hand: the refusal then says what moved.
+    pub plan: Option<Plan>,
+}
+
+impl ExpectedPlan {
+    /// A reviewed plan known by its digest only (a remote start carries no more).
+    pub fn digest(digest: String) -> ExpectedPlan {
+        ExpectedPlan { digest, plan: None }
+    }
+
+    /// A reviewed plan.
+    pub fn of(plan: Plan) -> ExpectedPlan {
+        ExpectedPlan {
+            digest: stackflow_core::plan::review::digest(&plan),
+            plan: Some(plan),
+        }
+    }
+
+    /// `Err` naming what moved when `now` is not the reviewed plan of stack `stack`.
+    pub fn check(&self, stack: &str, now: &Plan) -> Result<(), EngineError> {
+        if stackflow_core::plan::review::digest(now) == self.digest {
+            return Ok(());
+        }
+        let moved = match &self.plan {
+            Some(reviewed) => stackflow_core::plan::review::differences(reviewed, now)
+                .iter()
+                .map(|d| format!("\n  - {d}"))
+                .collect::<String>(),
+            None => String::new(),
+        };
+        Err(EngineError::PlanMoved(format!(
+            "stack {stack}: the records or the template moved since the plan was reviewed, \
+             so it is not applied (nothing was changed):{moved}\n\
+             review the plan of now with `stackflow diff` and deploy again"
+        )))
+    }
 }
 
 /// How a deploy runs.
@@ -55,6 +103,8 @@ pub struct DeployOptions {
     /// Replace resources that hold data (tables, buckets, databases, ...) when the plan
     /// says so; refused before any write otherwise.
     pub allow_stateful_replacement: bool,
+    /// The plan a reviewer approved: the deploy starts only if its plan is that one.
+    pub expected_plan: Option<ExpectedPlan>,
 }
 
 impl DeployOptions {
@@ -72,6 +122,7 @@ impl DeployOptions {
             stop: rx,
             deploy_id: None,
             allow_stateful_replacement: false,
+            expected_plan: None,
         }
     }
 

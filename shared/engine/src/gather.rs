@@ -74,6 +74,18 @@ impl<S: EventStore + 'static> Engine<S> {
         Ok((answers, imports.into_iter().collect()))
     }
 
+    /// Gives `input` its stack id before it is planned for review: the recorded one, or
+    /// the one its first deploy will record. A plan of a new stack then shows the values
+    /// made from `AWS::StackId` as the deploy will make them, so the deploy of a reviewed
+    /// plan has the same plan. True when the stack id was recorded.
+    pub async fn settle_stack_id(&self, input: &mut StackInput) -> Result<bool, EngineError> {
+        let state =
+            stackflow_events::load_state(self.store.as_ref(), &self.stream(&input.name)).await?;
+        let recorded = state.stack_id.is_some();
+        input.settle_stack_id(state.stack_id);
+        Ok(recorded)
+    }
+
     /// What a deploy of `input` would do now: the same lookups and the same recorded
     /// state a deploy uses, without taking the lock or calling anything that writes.
     pub async fn plan_only(&self, input: &StackInput) -> Result<Plan, EngineError> {

@@ -41,7 +41,7 @@ mod throttling;
 
 pub use deploy::{Cleanup, Deployment, PlanDocument};
 pub use destroy::{destroy_stack, destroy_stack_as};
-pub use engine::{DeployOptions, Engine, EngineError, StaleCheck, never_stale};
+pub use engine::{DeployOptions, Engine, EngineError, ExpectedPlan, StaleCheck, never_stale};
 pub use keys::new_id;
 pub use report::{Done, Failure, RollbackReport, StackReport, StackStatus};
 pub use rollback::{rollback_stack, rollback_stack_as};

@@ -58,6 +58,7 @@ fn command(
         .arg("--store")
         .arg(format!("local:{}", store.display()))
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("STACKFLOW_YES", "1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", REGION)

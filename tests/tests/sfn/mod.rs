@@ -285,6 +285,7 @@ impl Rig {
             concurrency: 10,
             deploy_id,
             allow_stateful_replacement: false,
+            expected_plan: None,
         }
     }
 

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use stackflow_core::template::{check_stacks_placeholders, load_path};
 use stackflow_engine::{
-    DeployOptions, StackReport, StackStatus, deploy_stack, destroy_stack, rollback_stack,
+    DeployOptions, ExpectedPlan, StackReport, StackStatus, deploy_stack, destroy_stack,
+    rollback_stack,
 };
 
 use crate::args::{DeployArgs, DestroyArgs, GlobalArgs, RollbackArgs};
@@ -12,6 +13,8 @@ use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
 use crate::select::{bind_all, dependency_order, select_with};
 use crate::setup::{setup, stop_on_ctrl_c};
+
+use super::review::{SavedPlan, approve};
 
 /// The exit code of a set of runs: 1 when one failed or was stopped, else 2 when one
 /// left something unaddressed, else 0.
@@ -41,19 +44,35 @@ fn print_reports(reports: &[StackReport], json: bool, operation: &str) -> anyhow
 }
 
 pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<ExitCode> {
-    let stacks = load_path(&args.path)?;
-    let stacks = select_with(stacks, &args.stacks, args.path.is_dir(), args.exclusively)?;
+    // A plan saved by `diff --out`: its stacks, from the template it was made from.
+    let saved = SavedPlan::read(&args.path)?;
+    let (path, patterns, exclusively, given) = match &saved {
+        Some(saved) => (
+            saved.source.clone(),
+            saved.names(),
+            true,
+            saved.parameters(&args.parameters),
+        ),
+        None => (
+            args.path.clone(),
+            args.stacks.clone(),
+            args.exclusively,
+            args.parameters.clone(),
+        ),
+    };
+    let stacks = load_path(&path)?;
+    let stacks = select_with(stacks, &patterns, path.is_dir(), exclusively)?;
     let mut stacks = dependency_order(stacks);
     // Before any AWS call: text no function will substitute.
     check_stacks_placeholders(&stacks)?;
-    let bound = bind_all(&stacks, &args.parameters)?;
+    let bound = bind_all(&stacks, &given)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
     let assets = Assets::prepare(
         &crate::aws::load(global).await,
         &setup.region,
         setup.account_id.as_deref(),
         &stacks,
-        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+        use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path),
     )
     .await?;
     assets.check()?;
@@ -80,7 +99,14 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     for (stack, parameters) in stacks.into_iter().zip(bound) {
         // Before the stack's first resource starts (and before a remote run starts).
         assets.publish(&stack.name).await?;
-        let input = setup.input(stack, parameters);
+        let mut input = setup.input(stack, parameters);
+        let mut options = options.clone();
+        options.expected_plan = match &saved {
+            Some(saved) => Some(saved.pin(&setup, &mut input).await?),
+            None => approve(&setup, &mut input, args.require_approval, global.yes)
+                .await?
+                .map(ExpectedPlan::of),
+        };
         if let Some(remote) = &remote {
             let code = remote
                 .deploy(
@@ -97,7 +123,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
             deployed.push(input.name.clone());
             continue;
         }
-        let report = deploy_stack(setup.engine.clone(), input, options.clone()).await?;
+        let report = deploy_stack(setup.engine.clone(), input, options).await?;
         let stop = !matches!(
             report.status,
             StackStatus::Succeeded | StackStatus::NoChanges | StackStatus::Partial
@@ -148,6 +174,22 @@ async fn write_outputs(
 
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
+    let stream = setup.engine.stream(&args.stack);
+    let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
+    // A stack with nothing recorded has nothing to delete: the destroy says so.
+    if !state.resources.is_empty() {
+        crate::confirm::confirm(
+            global.yes || args.force,
+            &format!(
+                "Destroy stack {}: delete the {} resource(s) it made (those with a Retain \
+                 policy stay)?",
+                args.stack,
+                state.resources.len()
+            ),
+            "pass --force (or --yes) to destroy it",
+        )
+        .await?;
+    }
     if args.remote.remote {
         let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
         remote.json = args.json;

@@ -11,6 +11,8 @@ use crate::render;
 use crate::select::{bind_all, select_with};
 use crate::store::{Store, StoreSpec, local_file};
 
+use super::review::{SavedPlan, saved_stack};
+
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
     let stacks = load_path(&args.path)?;
     let mut stacks = select_with(stacks, &args.stacks, args.path.is_dir(), args.exclusively)?;
@@ -18,10 +20,12 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     let bound = bind_all(&stacks, &args.parameters)?;
 
     // A diff never creates a store: a local store that does not exist yet holds nothing.
+    // A plan saved for a deploy is made with the store the deploy uses (its digest key
+    // masks NoEcho values as the deploy will).
     let store = match &global.store {
-        StoreSpec::Local(dir) if !local_file(dir).exists() => Some(Store::Local(
-            stackflow_events::sqlite::SqliteStore::open_in_memory()?,
-        )),
+        StoreSpec::Local(dir) if !local_file(dir).exists() && args.out.is_none() => Some(
+            Store::Local(stackflow_events::sqlite::SqliteStore::open_in_memory()?),
+        ),
         _ => None,
     };
     let setup = crate::setup::setup_with(
@@ -51,14 +55,37 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     let mut plans: Vec<Plan> = Vec::new();
     // What would stop each stack's deploy before it changes anything.
     let mut problems: Vec<(String, Vec<String>)> = Vec::new();
+    let mut saved = Vec::new();
     for (stack, parameters) in stacks.iter().zip(bound) {
-        let input = setup.input(stack.clone(), parameters);
+        let mut input = setup.input(stack.clone(), parameters);
+        if args.out.is_some() {
+            // A new stack's id is made now, so that the saved plan is what the deploy
+            // that applies it plans.
+            setup.engine.settle_stack_id(&mut input).await?;
+        }
         let (plan, found) = setup
             .engine
             .preview(&input, args.allow_stateful_replacement)
             .await?;
+        if args.out.is_some() {
+            saved.push(saved_stack(
+                stack,
+                stacks.len(),
+                &args.parameters,
+                &input,
+                &plan,
+            ));
+        }
         problems.push((input.name.clone(), found));
         plans.push(plan);
+    }
+    if let Some(out) = &args.out {
+        SavedPlan::new(&args.path, &setup.region, saved)?.write(out)?;
+        eprintln!(
+            "plan saved to {}: `stackflow deploy {}` applies exactly this plan",
+            out.display(),
+            out.display()
+        );
     }
 
     if args.json {

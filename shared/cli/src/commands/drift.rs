@@ -1,6 +1,7 @@
 //! `stackflow drift` and `stackflow state refresh-observed`.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use serde_json::Value;
@@ -32,6 +33,9 @@ pub async fn run(global: &GlobalArgs, args: DriftArgs) -> anyhow::Result<ExitCod
     let mut code = 0;
     for stack in &stacks {
         let engine = setup.engine.clone();
+        if mode == DriftMode::Revert && !args.dry_run && !global.yes {
+            confirm_revert(&setup, stack, &args, how).await?;
+        }
         match drift_stack_with(engine, stack, &args.resource, mode, how).await {
             Ok(report) => {
                 code = code.max(report.exit_code());
@@ -216,4 +220,45 @@ pub fn render(report: &DriftReport) -> String {
         );
     }
     out
+}
+
+/// Before `--revert` changes AWS: what it would revert (a dry run, shown unless
+/// `--json`), then a yes on the terminal.
+async fn confirm_revert(
+    setup: &crate::setup::Setup,
+    stack: &str,
+    args: &DriftArgs,
+    how: DriftRun,
+) -> anyhow::Result<()> {
+    let question = format!(
+        "Revert the drift of stack {stack}: update each drifted resource back to its \
+         recorded properties?"
+    );
+    let how_else = "preview it with --dry-run, then pass --yes to go ahead";
+    if !std::io::stdin().is_terminal() {
+        return crate::confirm::confirm(false, &question, how_else).await;
+    }
+    let preview = DriftRun {
+        dry_run: true,
+        ..how
+    };
+    let report = drift_stack_with(
+        setup.engine.clone(),
+        stack,
+        &args.resource,
+        DriftMode::Revert,
+        preview,
+    )
+    .await?;
+    if !report
+        .resources
+        .iter()
+        .any(|r| r.status == DriftStatus::WouldRevert)
+    {
+        return Ok(());
+    }
+    if !args.json {
+        print!("{}", render(&report));
+    }
+    crate::confirm::confirm(false, &question, how_else).await
 }

@@ -295,6 +295,21 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
 pub async fn destroy(global: &GlobalArgs, args: EngineDestroyArgs) -> anyhow::Result<ExitCode> {
     let name = args.engine.name.clone();
     let setup = setup(global, true, global.verbose).await?;
+    let table = table_name(&name);
+    let also = if args.delete_table {
+        format!(
+            " and delete its event table {table}, with every stack's records (they cannot \
+             be recovered but from the table's backups)"
+        )
+    } else {
+        String::new()
+    };
+    crate::confirm::confirm(
+        global.yes,
+        &format!("Remove the engine {name} (its state machines, functions and roles){also}?"),
+        "pass --yes to go ahead",
+    )
+    .await?;
     let mut options = DeployOptions::new();
     options.stop = stop_on_ctrl_c();
     let result = destroy_stack(setup.engine.clone(), &stack_name(&name), options).await?;
@@ -312,7 +327,6 @@ pub async fn destroy(global: &GlobalArgs, args: EngineDestroyArgs) -> anyhow::Re
             .send()
             .await;
     }
-    let table = table_name(&name);
     if args.delete_table {
         delete_table(&aws_sdk_dynamodb::Client::new(&config), &table).await?;
         println!("deleted the event table {table}");

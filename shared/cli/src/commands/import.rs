@@ -58,6 +58,18 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
         Some("") => Some(from(&args.stack)),
         Some(source) => Some(from(source)),
     };
+    if let (Some(m), false) = (&migrate, args.dry_run) {
+        crate::confirm::confirm(
+            global.yes,
+            &format!(
+                "Import stack {} and then delete the CloudFormation stack {} (its resources \
+                 are retained, the stack itself is gone)?",
+                args.stack, m.stack
+            ),
+            "preview it with --dry-run, then pass --yes to go ahead",
+        )
+        .await?;
+    }
     let options = ImportOptions {
         overrides,
         auto: args.auto,

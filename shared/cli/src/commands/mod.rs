@@ -8,6 +8,7 @@ mod engine;
 mod executions;
 mod import;
 mod remote;
+mod review;
 mod scrub;
 mod state;
 
@@ -23,7 +24,8 @@ use crate::args::{Cli, Command, EngineCommand, StateCommand};
 pub const LOCKED: u8 = 3;
 
 /// The exit code of a command that ended with `e`: [`LOCKED`] when the stack's lock is
-/// held by another run, else 1.
+/// held by another run, [`crate::confirm::NOT_CONFIRMED`] when it was not confirmed or
+/// its reviewed plan moved, else 1.
 pub fn error_code(e: &anyhow::Error) -> u8 {
     let locked = e.chain().any(|cause| {
         matches!(
@@ -34,7 +36,20 @@ pub fn error_code(e: &anyhow::Error) -> u8 {
             Some(StoreError::Locked { .. })
         )
     });
-    if locked { LOCKED } else { 1 }
+    let refused = e.chain().any(|cause| {
+        cause.is::<crate::confirm::NotConfirmed>()
+            || matches!(
+                cause.downcast_ref::<EngineError>(),
+                Some(EngineError::PlanMoved(_))
+            )
+    });
+    if locked {
+        LOCKED
+    } else if refused {
+        crate::confirm::NOT_CONFIRMED
+    } else {
+        1
+    }
 }
 
 /// Runs the command and returns the process exit code.

@@ -290,6 +290,7 @@ impl Remote {
             concurrency: options.concurrency,
             deploy_id: Some(deploy_id.clone()),
             allow_stateful_replacement: options.allow_stateful_replacement,
+            expected_plan: options.expected_plan.as_ref().map(|e| e.digest.clone()),
         };
         let execution = self
             .start("deploy", &deploy_id, &serde_json::to_value(&request)?)

@@ -110,6 +110,9 @@ impl<S: EventStore + 'static> Deployment<S> {
         let (answers, imports) = engine.gather(&input, &recorder, true).await?;
         let key = engine.stack_digest_key(&input.name);
         let first = plan_of(&input, &recorder, &answers, key.as_ref())?;
+        if let Some(expected) = &options.expected_plan {
+            expected.check(&input.name, &first)?;
+        }
         let unchanged = unchanged(&recorder.state(), &first, &input);
         if let Some(outputs) = unchanged {
             crate::observe::confirm_masks(&engine, &input.name, &recorder).await;
@@ -215,6 +218,11 @@ impl<S: EventStore + 'static> Deployment<S> {
             self.digest_key.as_ref(),
         )?;
         self.conditions = self.plan.conditions.clone();
+        // What the lock let in since the first plan (another run's events, an interrupted
+        // call settled) must not change a reviewed plan either.
+        if let Some(expected) = &self.options.expected_plan {
+            expected.check(&self.input.name, &self.plan)?;
+        }
         Ok(recovered)
     }
 }

@@ -28,6 +28,10 @@ pub struct DeployRequest {
     /// Replace resources that hold data when a change forces it (refused otherwise).
     #[serde(default)]
     pub allow_stateful_replacement: bool,
+    /// The digest of the plan a reviewer approved: the deploy refuses to start unless
+    /// its plan has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_plan: Option<String>,
 }
 
 fn default_concurrency() -> usize {

@@ -87,6 +87,10 @@ impl<S: EventStore + 'static> Tasks<S> {
         options.concurrency = req.concurrency.max(1);
         options.deploy_id = Some(deploy_id_of(&req));
         options.allow_stateful_replacement = req.allow_stateful_replacement;
+        options.expected_plan = req
+            .expected_plan
+            .clone()
+            .map(crate::engine::ExpectedPlan::digest);
         let (deployment, report) = Deployment::begin(self.engine.clone(), input, options).await?;
         let Some(d) = deployment else {
             return Ok(DeployRef {

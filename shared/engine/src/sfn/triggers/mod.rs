@@ -129,6 +129,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             concurrency: 10,
             deploy_id: Some(launch.name.clone()),
             allow_stateful_replacement: false,
+            expected_plan: None,
         };
         let started = self
             .sfn
