@@ -117,10 +117,11 @@ impl Cli {
     /// credentials only, `RUST_LOG=trace` for any logging there is).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(stackflow_bin());
-        c.arg("--endpoint-url")
-            .arg(&self.endpoint)
-            .arg("--store")
-            .arg(&self.store);
+        c.arg("--endpoint-url").arg(&self.endpoint);
+        // An empty store: none given, as a user who relies on the default.
+        if !self.store.is_empty() {
+            c.arg("--store").arg(&self.store);
+        }
         if let Some(bucket) = &self.bucket {
             c.arg("--store-bucket").arg(bucket);
         }

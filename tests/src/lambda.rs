@@ -101,8 +101,9 @@ pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec
 }
 
 /// The engine's Lambda bootstrap (`functions/bootstrap`, crate `stackflow-fn-bootstrap`)
-/// built for this host with the test profile's settings (`cargo build`, once per test
-/// binary; cargo's lock waits for any other build of the workspace), as the zip a
+/// built for this host with the test profile's settings (`STACKFLOW_BOOTSTRAP_BIN`, else
+/// `cargo build` once per test binary; cargo's lock waits for any other build of the
+/// workspace), as the zip a
 /// `provided.al2023` function deploys: `bootstrap` at its root.
 pub fn engine_bootstrap_zip() -> &'static [u8] {
     static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
@@ -126,7 +127,21 @@ pub fn engine_bootstrap_zip() -> &'static [u8] {
     })
 }
 
+/// The bootstrap executable to use instead of building one (`.ci/test` sets it to the one
+/// `cargo test --workspace` built: a `cargo build -p` of the one package resolves other
+/// features and compiles its dependencies again, for minutes, in the middle of a test).
+pub const BOOTSTRAP_ENV: &str = "STACKFLOW_BOOTSTRAP_BIN";
+
 fn build_engine_bootstrap() -> PathBuf {
+    if let Some(path) = std::env::var_os(BOOTSTRAP_ENV).filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{BOOTSTRAP_ENV}={} is not a file",
+            path.display()
+        );
+        return path;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let out = Command::new(cargo)

@@ -38,15 +38,31 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
 
-    /// Where stack state lives: local[:DIR] (default, under .stackflow/) or dynamodb:TABLE
+    /// Where stack state lives: local[:DIR] (under .stackflow/ without DIR) or
+    /// dynamodb:TABLE. Default: the account's store in this region when `stackflow
+    /// bootstrap` made one (table stackflow-<account>-<region>, with the bucket of the same
+    /// name), else the local store of this folder
     #[arg(
-        long,
+        long = "store",
         global = true,
         value_name = "STORE",
-        env = "STACKFLOW_STORE",
-        default_value = "local"
+        env = "STACKFLOW_STORE"
     )]
+    pub store_given: Option<StoreSpec>,
+
+    /// The store the command uses: `--store`, or the one found (see `store::resolve`).
+    #[arg(skip = StoreSpec::Local(PathBuf::from(".stackflow")))]
     pub store: StoreSpec,
+
+    /// True when no store was given and none of the account's was found: the local store
+    /// of this folder, said once, when it is made.
+    #[arg(skip)]
+    pub store_defaulted: bool,
+
+    /// What STS answered when the store was picked (the account id, or why not), so that
+    /// it is asked once per command.
+    #[arg(skip)]
+    pub account: Option<Result<String, String>>,
 
     /// The engine's S3 bucket: custom resource handlers answer there, and events over
     /// DynamoDB's item size limit go there (with --store dynamodb:TABLE)

@@ -98,7 +98,11 @@ pub async fn setup_with(
     let config = aws::load(global).await;
     let region = aws::region(&config)?;
     // Asked before the store opens: a command stopped here leaves nothing behind.
-    let account_id = match aws::account_id(&config).await {
+    let asked = match &global.account {
+        Some(answer) => answer.clone(),
+        None => aws::account_id(&config).await,
+    };
+    let account_id = match asked {
         Ok(id) => Some(id),
         Err(why) if needs_aws && aws::unreachable(&why) => anyhow::bail!(
             "cannot reach {} ({why}), so nothing was done: check --endpoint-url \
@@ -114,7 +118,19 @@ pub async fn setup_with(
     };
     let store = match store {
         Some(s) => s,
-        None => Store::open(&global.store, &config, global.store_bucket.clone())?,
+        None => {
+            let fresh = matches!(&global.store, StoreSpec::Local(dir) if !local_file(dir).exists());
+            let store = Store::open(&global.store, &config, global.store_bucket.clone())?;
+            if fresh && global.store_defaulted {
+                eprintln!(
+                    "note: this folder's records are kept in the local store {} (this account \
+                     has no stackflow store in {region}: `stackflow bootstrap` makes one that \
+                     every folder and machine finds)",
+                    global.store
+                );
+            }
+            store
+        }
     };
     let lookups = Arc::new(AwsLookups::new(&config));
     let printer = Arc::new(Printer::new(verbose));

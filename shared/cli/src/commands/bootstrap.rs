@@ -1,4 +1,5 @@
-//! `stackflow bootstrap`: stackflow's own bucket in each region.
+//! `stackflow bootstrap`: stackflow's own bucket in each region, and the account's store
+//! there (a DynamoDB table of the same name) that commands find by themselves.
 
 use std::process::ExitCode;
 
@@ -6,7 +7,10 @@ use aws_types::region::Region;
 use stackflow_core::assets::stackflow_bucket_name;
 use stackflow_providers::assets::bucket::{AssetStorage, ensure_bucket};
 
+use stackflow_events::dynamo::DynamoStore;
+
 use crate::args::{BootstrapArgs, GlobalArgs};
+use crate::store::account_store_name;
 
 pub async fn run(global: &GlobalArgs, args: BootstrapArgs) -> anyhow::Result<ExitCode> {
     let config = crate::aws::load(global).await;
@@ -52,6 +56,16 @@ pub async fn run(global: &GlobalArgs, args: BootstrapArgs) -> anyhow::Result<Exi
         for change in &report.changed {
             println!("  set: {change}");
         }
+        let table = account_store_name(&account, &region);
+        let ddb = aws_sdk_dynamodb::Client::new(&here);
+        let made = DynamoStore::create_table_if_missing(&ddb, &table)
+            .await
+            .map_err(|e| anyhow::anyhow!("{region}: the table {table}: {e}"))?;
+        let how = if made { "created" } else { "already had" };
+        println!(
+            "{region}: {how} the account's store dynamodb:{table}: commands in this region \
+             given no --store keep their records there, from any folder or machine"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

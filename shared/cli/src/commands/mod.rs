@@ -53,9 +53,12 @@ pub fn error_code(e: &anyhow::Error) -> u8 {
 }
 
 /// Runs the command and returns the process exit code.
-pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if cli.global.regions.len() > 1 && !matches!(cli.command, Command::Bootstrap(_)) {
         anyhow::bail!("give --region once (only `stackflow bootstrap` takes several)");
+    }
+    if !matches!(cli.command, Command::Bootstrap(_) | Command::Completions(_)) {
+        crate::store::resolve(&mut cli.global).await?;
     }
     match cli.command {
         Command::Deploy(args) => deploy::deploy(&cli.global, args).await,
