@@ -1,6 +1,7 @@
 //! What every command that runs the engine sets up first: the AWS configuration, the
 //! event store, the providers and lookups, the engine itself, and the Ctrl-C handler.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use stackflow_core::assets::stackflow_bucket_name;
@@ -252,5 +253,71 @@ impl Context {
     /// The stream of a stack in the configured region.
     pub fn stream(&self, stack: &str) -> StreamId {
         StreamId::new(&self.region, stack)
+    }
+}
+
+/// Picks the store of a command given no `--store`: the account's store in this region
+/// when `stackflow bootstrap` made one, so that every folder and machine finds the same
+/// records; else the local store of this folder. A folder whose local store exists keeps
+/// it (its records are not in the account's store), saying so when the account has a
+/// store too. An account store that cannot be told from none (DescribeTable refused) is
+/// an error: taking it for none would make a deploy create again what it records.
+pub async fn resolve_store(global: &mut GlobalArgs) -> anyhow::Result<()> {
+    if let Some(spec) = &global.store_given {
+        global.store = spec.clone();
+        return Ok(());
+    }
+    let local = PathBuf::from(".stackflow");
+    let config = crate::aws::load(global).await;
+    let account = crate::aws::account_id(&config).await;
+    global.account = Some(account.clone());
+    global.store = match account_store(&config, account.ok()).await? {
+        Some(table) if local_file(&local).exists() => {
+            eprintln!(
+                "note: using this folder's local store {}; this account's store \
+                 dynamodb:{table} exists too (their records are not shared): pass --store \
+                 to choose",
+                local.display()
+            );
+            StoreSpec::Local(local)
+        }
+        Some(table) => {
+            if global.store_bucket.is_none() {
+                global.store_bucket = Some(table.clone());
+            }
+            StoreSpec::DynamoDb(table)
+        }
+        None => {
+            global.store_defaulted = true;
+            StoreSpec::Local(local)
+        }
+    };
+    Ok(())
+}
+
+/// The account's store in the configured region, if it has one. Offline, or without
+/// credentials, no account store can be read: `None`.
+async fn account_store(
+    config: &aws_types::SdkConfig,
+    account: Option<String>,
+) -> anyhow::Result<Option<String>> {
+    let (Ok(region), Some(account)) = (crate::aws::region(config), account) else {
+        return Ok(None);
+    };
+    let table = crate::store::account_store_name(&account, &region);
+    let ddb = aws_sdk_dynamodb::Client::new(config);
+    match ddb.describe_table().table_name(&table).send().await {
+        Ok(_) => Ok(Some(table)),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => anyhow::bail!(
+            "cannot tell whether this account has a stackflow store (DescribeTable {table}: \
+             {}): pass --store",
+            crate::aws::brief_error(&e)
+        ),
     }
 }

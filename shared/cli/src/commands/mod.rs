@@ -58,7 +58,7 @@ pub async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         anyhow::bail!("give --region once (only `stackflow bootstrap` takes several)");
     }
     if !matches!(cli.command, Command::Bootstrap(_) | Command::Completions(_)) {
-        crate::store::resolve(&mut cli.global).await?;
+        crate::setup::resolve_store(&mut cli.global).await?;
     }
     match cli.command {
         Command::Deploy(args) => deploy::deploy(&cli.global, args).await,
