@@ -348,7 +348,7 @@ async fn read_request(conn: &mut tokio::net::TcpStream) -> Option<(String, Vec<u
 /// [`ARTIFACT_SECRET`]; `token` is the continuation token of the job's last report.
 pub fn job_event(job: &str, stack: &str, bucket: &str, key: &str, token: Option<&str>) -> Value {
     json!({"CodePipeline.job": {"id": job, "accountId": ACCOUNT, "data": {
-        "actionConfiguration": {"configuration": {"FunctionName": "stackflow-PipelineJob",
+        "actionConfiguration": {"configuration": {"FunctionName": "stackflow-pipelinejob",
             "UserParameters": json!({"stack": stack, "file": "template.json"}).to_string()}},
         "inputArtifacts": [{"name": "BuildOutput", "revision": null, "location": {"type": "S3",
             "s3Location": {"bucketName": bucket, "objectKey": key}}}],

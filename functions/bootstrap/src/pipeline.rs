@@ -414,13 +414,35 @@ async fn follow<S: EventStore + 'static>(
 mod tests {
     use super::*;
 
+    /// The sample pipeline's Lambda action invokes the function the engine's template
+    /// makes (engine name `stackflow`): Lambda function names are case-sensitive.
+    #[test]
+    fn the_sample_pipeline_names_the_function_the_template_makes() {
+        let sample: Value =
+            serde_json::from_str(include_str!("../../../infra/pipeline.sample.json")).unwrap();
+        let template = include_str!("../../../infra/engine.yaml");
+        let named: Vec<&str> = sample["pipeline"]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["actions"].as_array().unwrap().iter())
+            .filter_map(|a| a["configuration"]["FunctionName"].as_str())
+            .collect();
+        assert_eq!(named, vec!["stackflow-pipelinejob"]);
+        assert!(template.contains("FunctionName: !Sub \"${EngineName}-pipelinejob\""));
+        assert!(
+            template.contains("Default: stackflow"),
+            "the engine's default name"
+        );
+    }
+
     fn job(token: Option<&str>) -> Value {
         json!({"CodePipeline.job": {
         "id": "11111111-2222-3333-4444-555555555555",
         "accountId": "123456789012",
         "data": {
             "actionConfiguration": {"configuration": {
-                "FunctionName": "stackflow-PipelineJob",
+                "FunctionName": "stackflow-pipelinejob",
                 "UserParameters": "{\"stack\": \"orders\", \"file\": \"template.json\"}"}},
             "inputArtifacts": [{"name": "BuildOutput", "revision": null,
                 "location": {"type": "S3", "s3Location": {

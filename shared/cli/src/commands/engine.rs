@@ -68,18 +68,67 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The architecture (as `--arch` names it) an ELF executable is built for, from its
+/// header's `e_machine`; `Err` with what it is instead.
+fn elf_arch(bytes: &[u8]) -> Result<&'static str, String> {
+    if !bytes.starts_with(b"\x7fELF") {
+        return Err("not a Linux executable (no ELF header)".into());
+    }
+    let field = bytes.get(18..20).ok_or("a truncated ELF header")?;
+    let machine = if bytes.get(5) == Some(&2) {
+        u16::from_be_bytes([field[0], field[1]])
+    } else {
+        u16::from_le_bytes([field[0], field[1]])
+    };
+    match machine {
+        62 => Ok("x86_64"),
+        183 => Ok("arm64"),
+        other => Err(format!("an executable for ELF machine {other}")),
+    }
+}
+
+/// Refuses a bootstrap that is not built for `arch`: every function would fail at init.
+fn check_arch(executable: &[u8], arch: &str, from: &Path) -> anyhow::Result<()> {
+    let flag = if arch == "arm64" { "arm64" } else { "x86-64" };
+    match elf_arch(executable) {
+        Ok(built) if built == arch => Ok(()),
+        Ok(built) => anyhow::bail!(
+            "{}: the bootstrap is built for {built}, not --arch {arch}: every function would \
+             fail at init. Build it for {arch} (`cargo lambda build --profile lambda -p \
+             stackflow-fn-bootstrap --{flag}`) or pass --arch {built}",
+            from.display()
+        ),
+        Err(what) => anyhow::bail!(
+            "{}: the bootstrap is {what}, not the {arch} Linux executable a function runs",
+            from.display()
+        ),
+    }
+}
+
 /// The zip a `provided.al2023` function deploys, from `path` (a zip, kept as it is, or
-/// the executable, zipped as `bootstrap`), or built here with cargo-lambda.
+/// the executable, zipped as `bootstrap`), or built here with cargo-lambda. Either way
+/// the executable must be built for `arch`.
 fn bootstrap_zip(path: Option<&Path>, arch: &str) -> anyhow::Result<Vec<u8>> {
     let path = match path {
         Some(p) => p.to_path_buf(),
         None => build_with_cargo_lambda(arch)?,
     };
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let dir = std::env::temp_dir().join(format!("stackflow-bootstrap-{}", std::process::id()));
     if bytes.starts_with(b"PK\x03\x04") {
+        let inside = dir.join("unzipped");
+        let found = stackflow_engine::sfn::triggers::unzip::extract(&bytes, &inside)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+            .and_then(|()| {
+                std::fs::read(inside.join("bootstrap")).with_context(|| {
+                    format!("{}: the zip has no `bootstrap` at its root", path.display())
+                })
+            });
+        let _ = std::fs::remove_dir_all(&dir);
+        check_arch(&found?, arch, &path)?;
         return Ok(bytes);
     }
-    let dir = std::env::temp_dir().join(format!("stackflow-bootstrap-{}", std::process::id()));
+    check_arch(&bytes, arch, &path)?;
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("bootstrap");
     std::fs::write(&file, &bytes)?;
@@ -120,9 +169,11 @@ fn build_with_cargo_lambda(arch: &str) -> anyhow::Result<PathBuf> {
     if !status.success() {
         anyhow::bail!("cargo lambda build failed ({status})");
     }
-    Ok(PathBuf::from(
-        "target/lambda/stackflow-fn-bootstrap/bootstrap",
-    ))
+    // Where cargo put it: under CARGO_TARGET_DIR when set.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    Ok(target.join("lambda/stackflow-fn-bootstrap/bootstrap"))
 }
 
 /// Puts `bytes` at `key` unless an object is there (the key is the content's digest);
@@ -200,9 +251,17 @@ async fn publish_artifacts(
 
 pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Result<ExitCode> {
     let name = args.engine.name.clone();
-    let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
+    // The account first: a build and a zip of minutes are not made for credentials that
+    // do not work.
     let setup = setup(global, true, global.verbose).await?;
+    if setup.account_id.is_none() {
+        anyhow::bail!(
+            "the AWS account is unknown (see the note above): check the credentials before \
+             the engine is built and installed"
+        );
+    }
     let bucket = bucket_of(global, &setup)?;
+    let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
     let config = crate::aws::load(global).await;
     let s3 = stackflow_providers::aws::s3_client(&config);
     let report = ensure_bucket(&s3, &bucket, &setup.region, None)
@@ -591,12 +650,84 @@ mod tests {
         }
     }
 
+    /// The first 20 bytes of an ELF header for `machine` (little-endian).
+    fn elf(machine: u16) -> Vec<u8> {
+        let mut h = b"\x7fELF\x02\x01\x01".to_vec();
+        h.resize(18, 0);
+        h.extend_from_slice(&machine.to_le_bytes());
+        h.extend_from_slice(b"rest of the executable");
+        h
+    }
+
+    /// Lambda sends a failed asynchronous invocation to its on-failure destination with
+    /// the function's own role, and checks that permission when the config is made: each
+    /// such destination in the engine's template is one its function's role may send to.
+    #[test]
+    fn each_failure_destination_is_one_the_functions_role_may_send_to() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/engine.yaml");
+        let t = stackflow_core::template::load_template_file(&path).unwrap();
+        let mut checked = 0;
+        for (id, r) in &t.resources {
+            if r.ty != "AWS::Lambda::EventInvokeConfig" {
+                continue;
+            }
+            let destination = &r.properties["DestinationConfig"]["OnFailure"]["Destination"];
+            let function = r.properties["FunctionName"]["Ref"].as_str().unwrap();
+            let role = t.resources[function].properties["Role"]["Fn::GetAtt"][0]
+                .as_str()
+                .unwrap();
+            let allowed = t.resources[role].properties["Policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().unwrap())
+                .any(|s| {
+                    let action = &s["Action"];
+                    (action == "sqs:SendMessage"
+                        || action
+                            .as_array()
+                            .is_some_and(|a| a.contains(&"sqs:SendMessage".into())))
+                        && &s["Resource"] == destination
+                });
+            assert!(allowed, "{id}: {role} may not send to {destination}");
+            checked += 1;
+        }
+        assert!(checked > 0, "the template has no failure destination");
+    }
+
+    #[test]
+    fn a_bootstrap_for_another_architecture_is_refused_naming_both() {
+        let dir = std::env::temp_dir().join(format!("sf-engine-arch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("bootstrap");
+        std::fs::write(&exe, elf(62)).unwrap();
+        let e = bootstrap_zip(Some(&exe), "arm64").unwrap_err().to_string();
+        assert!(
+            e.contains("the bootstrap is built for x86_64, not --arch arm64"),
+            "{e}"
+        );
+        assert!(e.contains("--arm64"), "{e}");
+        // Inside a zip too.
+        let zip = bootstrap_zip(Some(&exe), "x86_64").unwrap();
+        let zipped = dir.join("code.zip");
+        std::fs::write(&zipped, &zip).unwrap();
+        let e = bootstrap_zip(Some(&zipped), "arm64")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("built for x86_64, not --arch arm64"), "{e}");
+        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        let e = bootstrap_zip(Some(&exe), "arm64").unwrap_err().to_string();
+        assert!(e.contains("not a Linux executable"), "{e}");
+        assert_eq!(elf_arch(&elf(183)), Ok("arm64"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_bootstrap_executable_is_zipped_and_a_zip_kept() {
         let dir = std::env::temp_dir().join(format!("sf-engine-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let exe = dir.join("bootstrap");
-        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
+        std::fs::write(&exe, elf(183)).unwrap();
         let zip = bootstrap_zip(Some(&exe), "arm64").unwrap();
         assert!(zip.starts_with(b"PK\x03\x04"));
         assert_eq!(
