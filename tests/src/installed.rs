@@ -19,6 +19,10 @@ use crate::lambda::{InlineS3Code, engine_bootstrap_zip};
 pub const ENGINE_BUCKET: &str = "stackflow-123456789012-us-east-1";
 const ACCOUNT: &str = "123456789012";
 
+/// What the suites' engines may deploy: the types of their templates (and of the
+/// corpus's wide-200 and deep-chain-50).
+pub const SUITE_TYPES: &str = "AWS::SNS::*,AWS::SQS::*,AWS::SSM::Parameter,AWS::Logs::LogGroup";
+
 /// A run's stdout as JSON.
 pub fn json(run: &Run) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.describe()))
@@ -49,7 +53,8 @@ pub struct Installed {
 impl Installed {
     /// Runs `stackflow engine deploy --name <new name> --bootstrap <this build>
     /// --arch x86_64 <extra>` (the host's build; the stand-in runs it as a process), then
-    /// widens the provisioning role's trust for the emulator.
+    /// widens the provisioning role's trust for the emulator. The engine may deploy
+    /// [`SUITE_TYPES`] unless `extra` names its own `--allow-type`.
     pub async fn install(emu: &'static Emulator, extra: &[&str]) -> Installed {
         let dir = std::env::temp_dir().join(crate::unique_name("engine"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -71,6 +76,9 @@ impl Installed {
             "--arch",
             "x86_64",
         ];
+        if !extra.contains(&"--allow-type") {
+            args.extend_from_slice(&["--allow-type", SUITE_TYPES]);
+        }
         args.extend_from_slice(extra);
         let started = Instant::now();
         let run = cli.run(&args);

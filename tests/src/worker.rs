@@ -90,6 +90,7 @@ impl Machines {
             sfn: sfn.clone(),
             bucket: bucket.clone(),
             kms_key: None,
+            allowed_types: None,
         });
         let (stop, rx) = watch::channel(false);
         for i in 0..workers {

@@ -403,6 +403,15 @@ async fn still_there(aws: &Aws, r: &ShownResource) -> bool {
             }
             any
         }
+        // The artifact guard: a managed policy, its id its ARN.
+        "AWS::IAM::ManagedPolicy" => match aws.iam.get_policy().policy_arn(id).send().await {
+            Ok(_) => true,
+            Err(e) => {
+                let e = e.into_service_error();
+                assert!(e.is_no_such_entity_exception(), "{id}: {e:?}");
+                false
+            }
+        },
         // An inline policy of roles: gone with them.
         "AWS::IAM::Policy" => {
             let roles = p["Roles"].as_array().cloned().unwrap_or_default();

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use stackflow_tests::installed::{ENGINE_BUCKET, Installed, json};
+use stackflow_tests::installed::{ENGINE_BUCKET, Installed, SUITE_TYPES, json};
 use stackflow_tests::lambda::zip_files;
 use stackflow_tests::{Emulator, unique_name};
 
@@ -74,6 +74,21 @@ impl Aws {
         Some(d.creation_date().secs())
     }
 
+    /// The environment variables of a function.
+    async fn environment(&self, function: &str) -> std::collections::HashMap<String, String> {
+        let got = self
+            .lambda
+            .get_function_configuration()
+            .function_name(function)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{function}: {e}"));
+        got.environment()
+            .and_then(|e| e.variables())
+            .cloned()
+            .unwrap_or_default()
+    }
+
     async fn table_created(&self, table: &str) -> Option<i64> {
         let d = self
             .dynamodb
@@ -84,6 +99,94 @@ impl Aws {
             .ok()?;
         d.table()?.creation_date_time().map(|t| t.secs())
     }
+}
+
+/// The provisioning role has the allowed services' actions and no managed policy but the
+/// artifact guard; a template with another type is refused by Plan, naming it, and
+/// nothing of it is made.
+async fn the_engine_deploys_only_what_it_was_allowed(engine: &Installed, aws: &Aws) {
+    let role = format!("{}-provisioning", engine.name);
+    let policy = aws
+        .iam
+        .get_role_policy()
+        .role_name(&role)
+        .policy_name("deployable")
+        .send()
+        .await
+        .expect("the scoped policy");
+    let document = urlencoding_decode(policy.policy_document());
+    for action in ["sns:*", "sqs:*", "ssm:*", "logs:*"] {
+        assert!(document.contains(action), "{action}: {document}");
+    }
+    let attached = aws
+        .iam
+        .list_attached_role_policies()
+        .role_name(&role)
+        .send()
+        .await
+        .unwrap();
+    let names: Vec<&str> = attached
+        .attached_policies()
+        .iter()
+        .filter_map(|p| p.policy_name())
+        .collect();
+    assert_eq!(names, [format!("{}-artifact-guard", engine.name)]);
+
+    let stack = unique_name("outside");
+    let bucket = format!("{}-data", stack.to_lowercase().replace('_', "-"));
+    let template = engine.dir.join(format!("{stack}.yaml"));
+    std::fs::write(
+        &template,
+        format!(
+            "Resources:\n  Note:\n    Type: AWS::SSM::Parameter\n    Properties:\n      Type: String\n      Value: allowed\n  Data:\n    Type: AWS::S3::Bucket\n    Properties:\n      BucketName: {bucket}\n"
+        ),
+    )
+    .unwrap();
+    let run = engine.remote().run(&[
+        "deploy",
+        template.to_str().unwrap(),
+        "--remote",
+        "--engine",
+        &engine.name,
+    ]);
+    assert_eq!(run.code, Some(1), "{}", run.describe());
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("Resources.Data.Type AWS::S3::Bucket")
+            && said.contains("this engine may not deploy"),
+        "{}",
+        run.describe()
+    );
+    assert!(!said.contains("Resources.Note"), "{}", run.describe());
+    let s3 = Emulator::shared().await.s3().await;
+    assert!(
+        s3.head_bucket().bucket(&bucket).send().await.is_err(),
+        "no bucket was made"
+    );
+    let state = engine
+        .remote()
+        .run(&["state", "show", "--stack", &stack, "--json"]);
+    assert!(!state.stdout.contains("\"Note\""), "{}", state.describe());
+}
+
+/// A policy document as IAM answers it: URL-encoded on AWS, maybe not on the emulator.
+fn urlencoding_decode(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        let hex = tail.get(..2).and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(decoded) if b == b'%' => {
+                out.push(decoded);
+                rest = &tail[2..];
+            }
+            _ => {
+                out.push(b);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn deploy_through_the_engine(engine: &Installed) -> String {
@@ -215,7 +318,21 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
     );
     assert!(text.stdout.contains(&stack), "{}", text.describe());
 
+    // What the operator allowed, and nothing else.
+    the_engine_deploys_only_what_it_was_allowed(&installed, &aws).await;
+
     // The next build: the functions' code changes, nothing that holds data is replaced.
+    // Its artifact's key already holds something else (written by someone with the
+    // bucket's rights): it is read, found wrong and replaced, not reused.
+    let s3 = emu.s3().await;
+    let v2_key = format!("assets/{}.zip", sha256(&std::fs::read(&v2).unwrap()));
+    s3.put_object()
+        .bucket(ENGINE_BUCKET)
+        .key(&v2_key)
+        .body(b"not the bootstrap".to_vec().into())
+        .send()
+        .await
+        .unwrap();
     let run = cli.run(&[
         "engine",
         "deploy",
@@ -227,6 +344,24 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
         "x86_64",
     ]);
     assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        run.stderr.contains("): replaced") && run.stderr.contains("held other content"),
+        "{}",
+        run.describe()
+    );
+    let held = s3
+        .get_object()
+        .bucket(ENGINE_BUCKET)
+        .key(&v2_key)
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert_eq!(&held[..], &std::fs::read(&v2).unwrap()[..]);
     let second_code = aws.code_sha(&format!("{engine}-plan")).await.unwrap();
     assert_ne!(
         first_code, second_code,
@@ -240,6 +375,16 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
     let status = json(&cli.run(&["engine", "status", "--name", engine, "--json"]));
     let digest2 = format!("sha256:{}", sha256(&std::fs::read(&v2).unwrap()));
     assert_eq!(status["installed"]["bootstrap"], digest2.as_str());
+    // The update named no types: it kept the last install's.
+    assert_eq!(
+        status["installed"]["allowedTypes"],
+        serde_json::json!(SUITE_TYPES.split(',').collect::<Vec<_>>()),
+        "{status}"
+    );
+    assert_eq!(
+        aws.environment(&format!("{engine}-plan")).await["STACKFLOW_ALLOWED_TYPES"],
+        SUITE_TYPES
+    );
     // The stack deployed before is still recorded in the table.
     let remote = installed.remote();
     let state = remote.run(&["state", "show", "--stack", &stack, "--json"]);

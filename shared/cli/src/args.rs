@@ -253,6 +253,20 @@ pub struct EngineDeployArgs {
     #[arg(long, value_name = "ARCH", default_value = "arm64", value_parser = ["arm64", "x86_64"])]
     pub arch: String,
 
+    /// A resource type the engine may deploy (repeatable, or comma-separated):
+    /// AWS::SNS::Topic, AWS::SQS::* (every type of a service), Custom::* (custom
+    /// resources). The provisioning role gets those services' actions and no others;
+    /// Plan refuses any other type before any AWS call. Required on the first install;
+    /// an update reuses the last install's
+    #[arg(long = "allow-type", value_name = "TYPE")]
+    pub allow_types: Vec<String>,
+
+    /// An IAM action the provisioning role gets besides its types' services (repeatable),
+    /// e.g. secretsmanager:GetSecretValue for dynamic references, iam:PassRole for roles
+    /// the stacks do not make
+    #[arg(long = "allow-action", value_name = "SERVICE:ACTION")]
+    pub allow_actions: Vec<String>,
+
     /// A parameter of infra/engine.yaml (repeatable), e.g.
     /// ProvisioningPolicyArns=arn:aws:iam::123456789012:policy/deployable
     #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]

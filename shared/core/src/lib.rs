@@ -6,6 +6,7 @@
 
 pub mod assets;
 pub mod cidr;
+pub mod deployable;
 pub mod drift;
 pub mod dynref;
 pub mod error;

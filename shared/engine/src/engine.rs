@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use stackflow_core::TemplateError;
+use stackflow_core::deployable::Deployable;
 use stackflow_core::plan::Plan;
 use stackflow_core::secrets::DigestKey;
 use stackflow_events::event::{Event, Holder, ProviderKind};
@@ -33,6 +34,9 @@ pub enum EngineError {
     /// The plan a reviewer approved is not the plan of now: nothing was done.
     #[error("{0}")]
     PlanMoved(String),
+    /// The template has resource types the engine may not deploy: nothing was done.
+    #[error("{0}")]
+    NotAllowed(String),
     /// Anything else, said plainly.
     #[error("{0}")]
     Other(String),
@@ -82,6 +86,22 @@ impl ExpectedPlan {
     }
 }
 
+/// `Err` naming every resource of `input` (nested stacks included) whose type `allowed`
+/// does not permit.
+pub fn check_allowed(allowed: Option<&Deployable>, input: &StackInput) -> Result<(), EngineError> {
+    let Some(allowed) = allowed else {
+        return Ok(());
+    };
+    let refused = allowed.refusals(&input.source, &input.template, &input.nested);
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(EngineError::NotAllowed(
+            allowed.refusal(&input.name, &refused),
+        ))
+    }
+}
+
 /// How a deploy runs.
 #[derive(Debug, Clone)]
 pub struct DeployOptions {
@@ -105,6 +125,10 @@ pub struct DeployOptions {
     pub allow_stateful_replacement: bool,
     /// The plan a reviewer approved: the deploy starts only if its plan is that one.
     pub expected_plan: Option<ExpectedPlan>,
+    /// The resource types this engine may deploy (an installed engine's
+    /// `STACKFLOW_ALLOWED_TYPES`): any other is refused before any AWS call. Every type
+    /// when `None`.
+    pub allowed_types: Option<Deployable>,
 }
 
 impl DeployOptions {
@@ -123,6 +147,7 @@ impl DeployOptions {
             deploy_id: None,
             allow_stateful_replacement: false,
             expected_plan: None,
+            allowed_types: None,
         }
     }
 

@@ -253,3 +253,56 @@ async fn killed_at_create(
     rig.holders_gone
         .store(true, std::sync::atomic::Ordering::SeqCst);
 }
+
+#[tokio::test]
+async fn a_type_the_engine_may_not_deploy_is_refused_before_any_call() {
+    let rig = Rig::new();
+    let template = json!({
+        "Resources": {
+            "Alerts": { "Type": "AWS::SNS::Topic", "Properties": {} },
+            "Box": { "Type": "AWS::EC2::Instance", "Properties": { "ImageId": "ami-1" } },
+            "Jobs": { "Type": "AWS::SQS::Queue", "Properties": {} }
+        }
+    });
+    let mut limited = options();
+    limited.allowed_types = Some(
+        stackflow_core::deployable::Deployable::new(["AWS::SNS::*", "AWS::SQS::Queue"]).unwrap(),
+    );
+    let app = input("app", template);
+    let mut only_sns = limited.clone();
+    only_sns.allowed_types =
+        Some(stackflow_core::deployable::Deployable::new(["AWS::SNS::Topic"]).unwrap());
+    let e = deploy_stack(rig.engine.clone(), app.clone(), only_sns)
+        .await
+        .expect_err("an EC2 instance and a queue are not allowed");
+    let message = e.to_string();
+    for part in [
+        "Resources.Box.Type AWS::EC2::Instance",
+        "Resources.Jobs.Type AWS::SQS::Queue",
+        "it may deploy: AWS::SNS::Topic",
+        "nothing was changed",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    assert!(!message.contains("Alerts"), "{message}");
+    assert!(rig.cloud.calls().is_empty(), "no AWS call");
+    assert!(rig.events("app").await.is_empty(), "nothing appended");
+
+    let e = deploy_stack(rig.engine.clone(), app, limited.clone())
+        .await
+        .expect_err("the instance is still outside");
+    assert!(e.to_string().contains("AWS::EC2::Instance"), "{e}");
+    assert!(!e.to_string().contains("Resources.Jobs"), "{e}");
+
+    let allowed = input(
+        "app",
+        json!({ "Resources": {
+            "Alerts": { "Type": "AWS::SNS::Topic", "Properties": {} },
+            "Jobs": { "Type": "AWS::SQS::Queue", "Properties": {} }
+        }}),
+    );
+    let report = deploy_stack(rig.engine.clone(), allowed, limited)
+        .await
+        .unwrap();
+    assert_eq!((report.status, report.created), (StackStatus::Succeeded, 2));
+}

@@ -69,6 +69,7 @@ pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
         sfn: sfn.clone(),
         bucket: bucket.clone(),
         kms_key: None,
+        allowed_types: None,
     });
     let prefix = unique_name("sf");
     let activities = ensure_activities(&sfn, &prefix).await.unwrap();

@@ -22,6 +22,7 @@ use stackflow_events::event::Holder;
 use stackflow_providers::assets::bucket::ensure_bucket;
 use stackflow_providers::assets::zip::zip_directory;
 
+use super::engine_scope;
 use super::executions::{Machines, Run};
 use crate::args::{EngineDeployArgs, EngineDestroyArgs, EngineStatusArgs, GlobalArgs};
 use crate::select::bind_all;
@@ -59,6 +60,12 @@ pub struct Installed {
     pub template: String,
     pub architecture: String,
     pub stackflow_version: String,
+    /// What the engine may deploy (`--allow-type`), reused by the next install.
+    #[serde(default)]
+    pub allowed_types: Vec<String>,
+    /// The provisioning role's actions beyond the types' (`--allow-action`).
+    #[serde(default)]
+    pub allowed_actions: Vec<String>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -176,24 +183,49 @@ fn build_with_cargo_lambda(arch: &str) -> anyhow::Result<PathBuf> {
     Ok(target.join("lambda/stackflow-fn-bootstrap/bootstrap"))
 }
 
-/// Puts `bytes` at `key` unless an object is there (the key is the content's digest);
-/// whether it was sent.
+/// What [`publish`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Published {
+    Sent,
+    AlreadyThere,
+    /// An object was there with other content than its name's digest: it was replaced.
+    Replaced,
+}
+
+/// Puts `bytes` at `key` (named by the content's digest) unless the object there holds
+/// exactly them: its content is read and hashed, never trusted from its name or a
+/// `HeadObject`, since every function would run what it holds.
 async fn publish(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
     bytes: Vec<u8>,
-) -> anyhow::Result<bool> {
-    if s3
-        .head_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .is_ok()
-    {
-        return Ok(false);
-    }
+) -> anyhow::Result<Published> {
+    let there = s3.get_object().bucket(bucket).key(key).send().await;
+    let replacing = match there {
+        Ok(o) => {
+            let held = o
+                .body
+                .collect()
+                .await
+                .map_err(|e| anyhow::anyhow!("reading s3://{bucket}/{key}: {e}"))?
+                .into_bytes();
+            if sha256_hex(&held) == sha256_hex(&bytes) {
+                return Ok(Published::AlreadyThere);
+            }
+            eprintln!(
+                "warning: s3://{bucket}/{key} held other content (sha256:{}) than its name \
+                 says: it is replaced; find out who wrote it",
+                sha256_hex(&held)
+            );
+            true
+        }
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => false,
+        Err(e) => anyhow::bail!(
+            "GetObject s3://{bucket}/{key}: {}",
+            crate::aws::brief_error(&e)
+        ),
+    };
     s3.put_object()
         .bucket(bucket)
         .key(key)
@@ -206,7 +238,11 @@ async fn publish(
                 crate::aws::brief_error(&e)
             )
         })?;
-    Ok(true)
+    Ok(if replacing {
+        Published::Replaced
+    } else {
+        Published::Sent
+    })
 }
 
 fn account(setup: &Setup) -> anyhow::Result<&str> {
@@ -235,7 +271,11 @@ async fn publish_artifacts(
     let sent = publish(s3, bucket, &code_key, zip).await?;
     eprintln!(
         "bootstrap sha256:{digest} ({size} bytes): {}",
-        if sent { "uploaded" } else { "already there" }
+        match sent {
+            Published::Sent => "uploaded",
+            Published::AlreadyThere => "already there (its content checked)",
+            Published::Replaced => "replaced",
+        }
     );
     let mut parameters = IndexMap::new();
     parameters.insert("BootstrapKey".to_string(), code_key);
@@ -261,9 +301,25 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         );
     }
     let bucket = bucket_of(global, &setup)?;
-    let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
     let config = crate::aws::load(global).await;
     let s3 = stackflow_providers::aws::s3_client(&config);
+    let previous = match read_installed(&s3, &bucket, &name).await {
+        Ok(p) => p,
+        // A bucket not made yet holds no install.
+        Err(_) if !bucket_exists(&s3, &bucket).await => None,
+        Err(e) => return Err(e),
+    };
+    let scope = engine_scope::scope(
+        &args.allow_types,
+        &args.allow_actions,
+        previous.map(|p| engine_scope::Scope {
+            types: p.allowed_types,
+            actions: p.allowed_actions,
+        }),
+    )?;
+    let mut template_parameters = args.parameters.clone();
+    engine_scope::parameters(&scope, &mut template_parameters)?;
+    let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
     let report = ensure_bucket(&s3, &bucket, &setup.region, None)
         .await
         .map_err(anyhow::Error::msg)?;
@@ -295,7 +351,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         nested: IndexMap::new(),
         assets: None,
     };
-    let bound = bind_all(std::slice::from_ref(&stack), &args.parameters)?;
+    let bound = bind_all(std::slice::from_ref(&stack), &template_parameters)?;
     let code_key = stack.parameters["BootstrapKey"].clone();
     let input = setup.input(stack, bound.into_iter().next().unwrap_or_default());
     let mut options = DeployOptions::new();
@@ -315,6 +371,8 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         template: format!("sha256:{}", sha256_hex(TEMPLATE.as_bytes())),
         architecture: args.arch.clone(),
         stackflow_version: env!("CARGO_PKG_VERSION").to_string(),
+        allowed_types: scope.types.clone(),
+        allowed_actions: scope.actions.clone(),
     };
     if ok {
         let body = serde_json::to_vec_pretty(&installed)?;
@@ -461,6 +519,10 @@ async fn read_installed(
             crate::aws::brief_error(&e)
         ),
     }
+}
+
+async fn bucket_exists(s3: &aws_sdk_s3::Client, bucket: &str) -> bool {
+    s3.head_bucket().bucket(bucket).send().await.is_ok()
 }
 
 /// Every held lock in the engine's table; stuck when no execution of its stack runs.
@@ -619,125 +681,4 @@ async fn bucket_events_on(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Resu
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_embedded_template_names_every_task_and_definition() {
-        let value = parse_text(TEMPLATE, "infra/engine.yaml").unwrap();
-        let template = Template::from_value(&value).unwrap();
-        for task in stackflow_engine::tasks::TASK_NAMES {
-            let function = template
-                .resources
-                .get(&format!("{task}Function"))
-                .unwrap_or_else(|| panic!("{task}Function"));
-            assert_eq!(function.ty, "AWS::Lambda::Function");
-            assert_eq!(function.properties["Handler"], serde_json::json!(task));
-        }
-        for (name, text) in definitions::ALL {
-            let mut logical = name.to_string();
-            logical[..1].make_ascii_uppercase();
-            let machine = &template.resources[&format!("{logical}StateMachine")];
-            let substitutions = &machine.properties["DefinitionSubstitutions"];
-            let named: std::collections::BTreeSet<String> =
-                substitutions.as_object().unwrap().keys().cloned().collect();
-            assert_eq!(named, definitions::placeholders(text), "{name}");
-            assert!(
-                template
-                    .parameters
-                    .contains_key(&format!("{logical}DefinitionKey"))
-            );
-        }
-    }
-
-    /// The first 20 bytes of an ELF header for `machine` (little-endian).
-    fn elf(machine: u16) -> Vec<u8> {
-        let mut h = b"\x7fELF\x02\x01\x01".to_vec();
-        h.resize(18, 0);
-        h.extend_from_slice(&machine.to_le_bytes());
-        h.extend_from_slice(b"rest of the executable");
-        h
-    }
-
-    /// Lambda sends a failed asynchronous invocation to its on-failure destination with
-    /// the function's own role, and checks that permission when the config is made: each
-    /// such destination in the engine's template is one its function's role may send to.
-    #[test]
-    fn each_failure_destination_is_one_the_functions_role_may_send_to() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/engine.yaml");
-        let t = stackflow_core::template::load_template_file(&path).unwrap();
-        let mut checked = 0;
-        for (id, r) in &t.resources {
-            if r.ty != "AWS::Lambda::EventInvokeConfig" {
-                continue;
-            }
-            let destination = &r.properties["DestinationConfig"]["OnFailure"]["Destination"];
-            let function = r.properties["FunctionName"]["Ref"].as_str().unwrap();
-            let role = t.resources[function].properties["Role"]["Fn::GetAtt"][0]
-                .as_str()
-                .unwrap();
-            let allowed = t.resources[role].properties["Policies"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().unwrap())
-                .any(|s| {
-                    let action = &s["Action"];
-                    (action == "sqs:SendMessage"
-                        || action
-                            .as_array()
-                            .is_some_and(|a| a.contains(&"sqs:SendMessage".into())))
-                        && &s["Resource"] == destination
-                });
-            assert!(allowed, "{id}: {role} may not send to {destination}");
-            checked += 1;
-        }
-        assert!(checked > 0, "the template has no failure destination");
-    }
-
-    #[test]
-    fn a_bootstrap_for_another_architecture_is_refused_naming_both() {
-        let dir = std::env::temp_dir().join(format!("sf-engine-arch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("bootstrap");
-        std::fs::write(&exe, elf(62)).unwrap();
-        let e = bootstrap_zip(Some(&exe), "arm64").unwrap_err().to_string();
-        assert!(
-            e.contains("the bootstrap is built for x86_64, not --arch arm64"),
-            "{e}"
-        );
-        assert!(e.contains("--arm64"), "{e}");
-        // Inside a zip too.
-        let zip = bootstrap_zip(Some(&exe), "x86_64").unwrap();
-        let zipped = dir.join("code.zip");
-        std::fs::write(&zipped, &zip).unwrap();
-        let e = bootstrap_zip(Some(&zipped), "arm64")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("built for x86_64, not --arch arm64"), "{e}");
-        std::fs::write(&exe, b"#!/bin/sh\n").unwrap();
-        let e = bootstrap_zip(Some(&exe), "arm64").unwrap_err().to_string();
-        assert!(e.contains("not a Linux executable"), "{e}");
-        assert_eq!(elf_arch(&elf(183)), Ok("arm64"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_bootstrap_executable_is_zipped_and_a_zip_kept() {
-        let dir = std::env::temp_dir().join(format!("sf-engine-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("bootstrap");
-        std::fs::write(&exe, elf(183)).unwrap();
-        let zip = bootstrap_zip(Some(&exe), "arm64").unwrap();
-        assert!(zip.starts_with(b"PK\x03\x04"));
-        assert_eq!(
-            zip,
-            bootstrap_zip(Some(&exe), "arm64").unwrap(),
-            "deterministic"
-        );
-        let zipped = dir.join("code.zip");
-        std::fs::write(&zipped, &zip).unwrap();
-        assert_eq!(bootstrap_zip(Some(&zipped), "arm64").unwrap(), zip);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

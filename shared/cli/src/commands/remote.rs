@@ -360,6 +360,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         sfn: sfn.clone(),
         bucket,
         kms_key: None,
+        allowed_types: None,
     });
     let worker = Worker {
         tasks,

@@ -89,6 +89,9 @@ pub struct PlanDocument {
     pub no_rollback: bool,
     /// At most this many actions at once.
     pub concurrency: usize,
+    /// The resource types the engine may deploy (its nested stacks are checked by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_types: Option<stackflow_core::deployable::Deployable>,
 }
 
 impl<S: EventStore + 'static> Deployment<S> {
@@ -102,6 +105,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             imports: self.imports.clone(),
             no_rollback: self.options.no_rollback,
             concurrency: self.options.concurrency,
+            allowed_types: self.options.allowed_types.clone(),
         }
     }
 
@@ -114,6 +118,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         let mut options = DeployOptions::new();
         options.no_rollback = doc.no_rollback;
         options.concurrency = doc.concurrency;
+        options.allowed_types = doc.allowed_types;
         let secrets = doc.input.parameters.secret_values();
         let digest_key = engine.stack_digest_key(&doc.input.name);
         Ok(Deployment {

@@ -103,6 +103,8 @@ impl<S: EventStore + 'static> Deployment<S> {
     ) -> Result<(Option<Deployment<S>>, StackReport), EngineError> {
         let deploy_id = options.deploy_id.clone().unwrap_or_else(|| new_id("d"));
         let mut report = StackReport::new(&input.name, &deploy_id);
+        // Before any call: the lookups below are made with the provisioning role too.
+        crate::engine::check_allowed(options.allowed_types.as_ref(), &input)?;
         let recorder = Recorder::load(engine.store.clone(), engine.stream(&input.name)).await?;
         let mut input = input;
         input.settle_stack_id(recorder.state().stack_id.clone());

@@ -10,6 +10,8 @@ use aws_config::BehaviorVersion;
 use aws_types::SdkConfig;
 use stackflow_events::dynamo::DynamoStore;
 
+use stackflow_core::deployable::Deployable;
+
 use crate::engine::Engine;
 use crate::progress::Silent;
 use crate::sfn::tasks::Tasks;
@@ -32,6 +34,11 @@ pub const KMS_KEY: &str = "STACKFLOW_KMS_KEY";
 /// Cloud Control as its `RoleArn`), while the function's own role reaches only the engine's
 /// table, bucket and state machines; unset: the function's own role does everything.
 pub const PROVISIONING_ROLE: &str = "STACKFLOW_PROVISIONING_ROLE";
+/// The resource types the engine may deploy, comma-separated (`AWS::SNS::Topic`,
+/// `AWS::SQS::*`, `Custom::*`): a template with any other is refused by Plan before any
+/// AWS call. Set and empty: none; unset: every type (an engine not installed by
+/// `stackflow engine deploy`).
+pub const ALLOWED_TYPES: &str = "STACKFLOW_ALLOWED_TYPES";
 /// The function's name, set by Lambda.
 pub const FUNCTION_NAME: &str = "AWS_LAMBDA_FUNCTION_NAME";
 
@@ -50,6 +57,8 @@ pub struct Settings {
     pub kms_key: Option<String>,
     /// The role resources are provisioned with ([`PROVISIONING_ROLE`]).
     pub provisioning_role: Option<String>,
+    /// The types the engine may deploy ([`ALLOWED_TYPES`]).
+    pub allowed_types: Option<Deployable>,
 }
 
 impl Settings {
@@ -95,6 +104,12 @@ impl Settings {
                 "{PROVISIONING_ROLE} is {role:?}: it is the ARN of the IAM role the engine provisions resources with"
             ));
         }
+        let allowed_types = match var(ALLOWED_TYPES) {
+            None => None,
+            Some(list) => {
+                Some(Deployable::from_list(&list).map_err(|e| format!("{ALLOWED_TYPES}: {e}"))?)
+            }
+        };
         Ok(Settings {
             table,
             bucket,
@@ -102,6 +117,7 @@ impl Settings {
             who,
             kms_key,
             provisioning_role,
+            allowed_types,
         })
     }
 
@@ -152,6 +168,7 @@ impl Settings {
             sfn: aws_sdk_sfn::Client::new(config),
             bucket: self.bucket.clone(),
             kms_key: self.kms_key.clone(),
+            allowed_types: self.allowed_types.clone(),
         })
     }
 }
@@ -225,8 +242,22 @@ mod tests {
                 who: "lambda:stackflow-plan".into(),
                 kms_key: None,
                 provisioning_role: None,
+                allowed_types: None,
             }
         );
+    }
+
+    #[test]
+    fn the_allowed_types_are_read_and_checked() {
+        let base = [(TABLE, "events"), (BUCKET, "engine")];
+        let s = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "AWS::SNS::*")]));
+        let allowed = s.unwrap().allowed_types.unwrap();
+        assert!(allowed.permits("AWS::SNS::Topic") && !allowed.permits("AWS::SQS::Queue"));
+        let s = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "")]));
+        let none = s.unwrap().allowed_types.unwrap();
+        assert!(!none.permits("AWS::SNS::Topic"), "set and empty: nothing");
+        let e = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "sns")])).unwrap_err();
+        assert!(e.starts_with("STACKFLOW_ALLOWED_TYPES: 'sns'"), "{e}");
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl From<EngineError> for TaskError {
             EngineError::Template(_) => ErrorKind::Template,
             EngineError::Store(stackflow_events::StoreError::Locked { .. }) => ErrorKind::Locked,
             EngineError::Store(_) => ErrorKind::Store,
-            EngineError::PlanMoved(_) => ErrorKind::Input,
+            EngineError::PlanMoved(_) | EngineError::NotAllowed(_) => ErrorKind::Input,
             EngineError::Other(_) => ErrorKind::Internal,
         };
         TaskError::new(kind, e.to_string())

@@ -49,6 +49,8 @@ pub struct Tasks<S> {
     pub bucket: String,
     /// The KMS key that encrypts what is written to the bucket (SSE-S3 when `None`).
     pub kms_key: Option<String>,
+    /// The resource types the engine may deploy (every type when `None`).
+    pub allowed_types: Option<stackflow_core::deployable::Deployable>,
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
@@ -87,6 +89,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         options.concurrency = req.concurrency.max(1);
         options.deploy_id = Some(deploy_id_of(&req));
         options.allow_stateful_replacement = req.allow_stateful_replacement;
+        options.allowed_types = self.allowed_types.clone();
         options.expected_plan = req
             .expected_plan
             .clone()
