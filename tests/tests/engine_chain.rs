@@ -403,6 +403,14 @@ async fn still_there(aws: &Aws, r: &ShownResource) -> bool {
             }
             any
         }
+        "AWS::Events::EventBus" => match aws.events.describe_event_bus().name(id).send().await {
+            Ok(_) => true,
+            Err(e) => {
+                let e = e.into_service_error();
+                assert!(e.is_resource_not_found_exception(), "{id}: {e:?}");
+                false
+            }
+        },
         // The artifact guard: a managed policy, its id its ARN.
         "AWS::IAM::ManagedPolicy" => match aws.iam.get_policy().policy_arn(id).send().await {
             Ok(_) => true,

@@ -320,11 +320,26 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
 
     // What the operator allowed, and nothing else.
     the_engine_deploys_only_what_it_was_allowed(&installed, &aws).await;
+    // Who may start a deploy: the installer, in the bucket's policy (its own statement).
+    let s3 = emu.s3().await;
+    let statement = format!("StackflowDeployers{}", engine.replace('-', ""));
+    let policy = s3
+        .get_bucket_policy()
+        .bucket(ENGINE_BUCKET)
+        .send()
+        .await
+        .expect("the engine bucket's policy")
+        .policy
+        .unwrap_or_default();
+    assert!(policy.contains(&statement), "{policy}");
+    assert!(
+        policy.contains("deploy/*") && policy.contains("ArnNotLike"),
+        "{policy}"
+    );
 
     // The next build: the functions' code changes, nothing that holds data is replaced.
     // Its artifact's key already holds something else (written by someone with the
     // bucket's rights): it is read, found wrong and replaced, not reused.
-    let s3 = emu.s3().await;
     let v2_key = format!("assets/{}.zip", sha256(&std::fs::read(&v2).unwrap()));
     s3.put_object()
         .bucket(ENGINE_BUCKET)
@@ -406,6 +421,12 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
         .await;
     assert!(role.is_err(), "the provisioning role is deleted");
     assert_eq!(aws.table_created(&table).await, Some(table_created));
+    let policy = s3.get_bucket_policy().bucket(ENGINE_BUCKET).send().await;
+    let left = policy.ok().and_then(|p| p.policy).unwrap_or_default();
+    assert!(
+        !left.contains(&statement),
+        "its statement is taken out: {left}"
+    );
     let status = cli.run(&["engine", "status", "--name", engine]);
     assert_eq!(status.code, Some(1), "{}", status.describe());
     assert!(status.stdout.contains("is not installed"));

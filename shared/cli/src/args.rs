@@ -267,6 +267,12 @@ pub struct EngineDeployArgs {
     #[arg(long = "allow-action", value_name = "SERVICE:ACTION")]
     pub allow_actions: Vec<String>,
 
+    /// An IAM principal (role or user ARN) that may start a deploy (repeatable): put
+    /// objects under deploy/ of the engine bucket, send Deploy Requested events to the
+    /// engine's bus. Default: the last install's, or the principal installing
+    #[arg(long = "deployer", value_name = "ARN")]
+    pub deployers: Vec<String>,
+
     /// A parameter of infra/engine.yaml (repeatable), e.g.
     /// ProvisioningPolicyArns=arn:aws:iam::123456789012:policy/deployable
     #[arg(long = "parameter", value_name = "KEY=VALUE", value_parser = parse_key_value)]

@@ -90,6 +90,17 @@ pub async fn account_id(config: &SdkConfig) -> Result<String, String> {
     }
 }
 
+/// The caller's ARN, from STS. `Err` carries a readable reason.
+pub async fn caller_arn(config: &SdkConfig) -> Result<String, String> {
+    let sts = aws_sdk_sts::Client::new(config);
+    let call = sts.get_caller_identity().send();
+    match tokio::time::timeout(Duration::from_secs(5), call).await {
+        Ok(Ok(out)) => out.arn.ok_or_else(|| "STS returned no ARN".to_string()),
+        Ok(Err(e)) => Err(brief_error(&e)),
+        Err(_) => Err("STS did not answer within 5 s".to_string()),
+    }
+}
+
 /// One readable line for an SDK error: the service's own error code and message when it
 /// answered, otherwise what kept the call from reaching it. The full chain is printed with
 /// `-vv` by the callers that have it.

@@ -22,8 +22,8 @@ use stackflow_events::event::Holder;
 use stackflow_providers::assets::bucket::ensure_bucket;
 use stackflow_providers::assets::zip::zip_directory;
 
-use super::engine_scope;
 use super::executions::{Machines, Run};
+use super::{engine_access, engine_scope};
 use crate::args::{EngineDeployArgs, EngineDestroyArgs, EngineStatusArgs, GlobalArgs};
 use crate::select::bind_all;
 use crate::setup::{Setup, setup, stop_on_ctrl_c};
@@ -66,6 +66,9 @@ pub struct Installed {
     /// The provisioning role's actions beyond the types' (`--allow-action`).
     #[serde(default)]
     pub allowed_actions: Vec<String>,
+    /// Who may start a deploy (`--deployer`).
+    #[serde(default)]
+    pub deployers: Vec<String>,
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
@@ -309,14 +312,25 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         Err(_) if !bucket_exists(&s3, &bucket).await => None,
         Err(e) => return Err(e),
     };
-    let scope = engine_scope::scope(
+    let previous_deployers = previous
+        .as_ref()
+        .map(|p| p.deployers.clone())
+        .unwrap_or_default();
+    let mut scope = engine_scope::scope(
         &args.allow_types,
         &args.allow_actions,
         previous.map(|p| engine_scope::Scope {
             types: p.allowed_types,
             actions: p.allowed_actions,
+            deployers: vec![],
         }),
     )?;
+    let caller = if args.deployers.is_empty() && previous_deployers.is_empty() {
+        crate::aws::caller_arn(&config).await
+    } else {
+        Err("not asked".into())
+    };
+    scope.deployers = engine_scope::deployers(&args.deployers, previous_deployers, || caller)?;
     let mut template_parameters = args.parameters.clone();
     engine_scope::parameters(&scope, &mut template_parameters)?;
     let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
@@ -329,12 +343,16 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
     for change in &report.changed {
         eprintln!("s3://{bucket}: set {change}");
     }
-    if !args
+    let partition = stackflow_core::assets::partition_of(&setup.region);
+    if args
         .parameters
         .iter()
         .any(|(k, v)| k == "Triggers" && v == "off")
     {
+        engine_access::apply(&s3, partition, &bucket, &name, None).await?;
+    } else {
         bucket_events_on(&s3, &bucket).await?;
+        engine_access::apply(&s3, partition, &bucket, &name, Some(&scope.deployers)).await?;
     }
     let (mut parameters, bootstrap) = publish_artifacts(&s3, &bucket, zip).await?;
     parameters.insert("EngineName".into(), name.clone());
@@ -373,6 +391,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         stackflow_version: env!("CARGO_PKG_VERSION").to_string(),
         allowed_types: scope.types.clone(),
         allowed_actions: scope.actions.clone(),
+        deployers: scope.deployers.clone(),
     };
     if ok {
         let body = serde_json::to_vec_pretty(&installed)?;
@@ -437,6 +456,8 @@ pub async fn destroy(global: &GlobalArgs, args: EngineDestroyArgs) -> anyhow::Re
     let config = crate::aws::load(global).await;
     if let Ok(bucket) = bucket_of(global, &setup) {
         let s3 = stackflow_providers::aws::s3_client(&config);
+        let partition = stackflow_core::assets::partition_of(&setup.region);
+        engine_access::apply(&s3, partition, &bucket, &name, None).await?;
         let _ = s3
             .delete_object()
             .bucket(bucket)

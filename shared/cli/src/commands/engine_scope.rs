@@ -12,10 +12,64 @@ pub struct Scope {
     pub types: Vec<String>,
     /// The provisioning role's actions beyond those made from the types.
     pub actions: Vec<String>,
+    /// Who may start a deploy (see [`deployers`]).
+    pub deployers: Vec<String>,
 }
 
 /// The template parameters this module sets; given with `--parameter` they are refused.
-const OWN: [&str; 2] = ["AllowedTypes", "ProvisioningActions"];
+const OWN: [&str; 3] = ["AllowedTypes", "ProvisioningActions", "Deployers"];
+
+/// The principals `aws:PrincipalArn` names for a caller STS describes as `caller`: an
+/// assumed role's session is its role (`role/NAME`, or `role/<path>/NAME` for a role
+/// with a path, which STS's ARN leaves out), a user or the root is itself.
+pub fn principals_of(caller: &str) -> Vec<String> {
+    let parts: Vec<&str> = caller.splitn(6, ':').collect();
+    if parts.len() == 6 && parts[2] == "sts" {
+        let (partition, account) = (parts[1], parts[4]);
+        if let Some(rest) = parts[5].strip_prefix("assumed-role/") {
+            let role = rest.split('/').next().unwrap_or_default();
+            return vec![
+                format!("arn:{partition}:iam::{account}:role/{role}"),
+                format!("arn:{partition}:iam::{account}:role/*/{role}"),
+            ];
+        }
+    }
+    vec![caller.to_string()]
+}
+
+/// Who may start a deploy: the principals given (`--deployer`), else the last install's,
+/// else the principal installing (`caller`, from STS); said when it is not given.
+pub fn deployers(
+    given: &[String],
+    previous: Vec<String>,
+    caller: impl FnOnce() -> Result<String, String>,
+) -> anyhow::Result<Vec<String>> {
+    let given = split(given);
+    for d in &given {
+        if !d.starts_with("arn:") || d.split(':').count() < 6 {
+            anyhow::bail!(
+                "--deployer {d}: give the ARN of an IAM role or user                  (arn:aws:iam::123456789012:role/deployer; wildcards as ArnLike takes them)"
+            );
+        }
+    }
+    if !given.is_empty() {
+        return Ok(given);
+    }
+    if !previous.is_empty() {
+        return Ok(previous);
+    }
+    let caller = caller().map_err(|e| {
+        anyhow::anyhow!(
+            "who may start a deploy: give --deployer ARN (STS could not say who you are: {e})"
+        )
+    })?;
+    let principals = principals_of(&caller);
+    eprintln!(
+        "deployers (who may put objects under deploy/ and send Deploy Requested events): {}          (you; --deployer names others)",
+        principals.join(", ")
+    );
+    Ok(principals)
+}
 
 fn split(values: &[String]) -> Vec<String> {
     values
@@ -56,6 +110,7 @@ pub fn scope(
     let given = Scope {
         types: split(types),
         actions: split(actions),
+        deployers: vec![],
     };
     if given.types.is_empty() {
         if !given.actions.is_empty() {
@@ -100,6 +155,7 @@ pub fn parameters(scope: &Scope, parameters: &mut Vec<(String, String)>) -> anyh
             actions.push(a.clone());
         }
     }
+    parameters.push(("Deployers".into(), scope.deployers.join(",")));
     parameters.push(("AllowedTypes".into(), scope.types.join(",")));
     parameters.push(("ProvisioningActions".into(), actions.join(",")));
     Ok(())
@@ -122,7 +178,7 @@ mod tests {
         );
         let previous = Scope {
             types: strings(&["AWS::SNS::*"]),
-            actions: vec![],
+            ..Scope::default()
         };
         assert_eq!(scope(&[], &[], Some(previous.clone())).unwrap(), previous);
         let given = scope(
@@ -165,6 +221,7 @@ mod tests {
         assert_eq!(
             p,
             [
+                ("Deployers".into(), String::new()),
                 ("AllowedTypes".into(), "AWS::SQS::*,AWS::SNS::Topic".into()),
                 (
                     "ProvisioningActions".into(),
@@ -188,7 +245,33 @@ mod tests {
         let arn = "arn:aws:iam::123456789012:policy/deployable";
         let mut p = vec![("ProvisioningPolicyArns".to_string(), arn.to_string())];
         parameters(&s, &mut p).unwrap();
-        assert_eq!(p[1], ("AllowedTypes".into(), "*".into()));
-        assert_eq!(p[2], ("ProvisioningActions".into(), String::new()));
+        assert_eq!(p[2], ("AllowedTypes".into(), "*".into()));
+        assert_eq!(p[3], ("ProvisioningActions".into(), String::new()));
+    }
+
+    #[test]
+    fn the_deployers_are_named_or_the_last_ones_or_the_installer() {
+        let named = strings(&["arn:aws:iam::123456789012:role/ci"]);
+        let unused = || -> Result<String, String> { panic!("STS is not asked") };
+        assert_eq!(deployers(&named, vec![], unused).unwrap(), named);
+        let previous = strings(&["arn:aws:iam::123456789012:user/ops"]);
+        assert_eq!(deployers(&[], previous.clone(), unused).unwrap(), previous);
+        let session = "arn:aws:sts::123456789012:assumed-role/Admin/alice@example.com";
+        assert_eq!(
+            deployers(&[], vec![], || Ok(session.to_string())).unwrap(),
+            [
+                "arn:aws:iam::123456789012:role/Admin",
+                "arn:aws:iam::123456789012:role/*/Admin"
+            ]
+        );
+        let root = "arn:aws:iam::123456789012:root";
+        assert_eq!(principals_of(root), [root]);
+        let e = deployers(&strings(&["ci"]), vec![], unused).unwrap_err();
+        assert!(
+            e.to_string().starts_with("--deployer ci: give the ARN"),
+            "{e}"
+        );
+        let e = deployers(&[], vec![], || Err("no credentials".into())).unwrap_err();
+        assert!(e.to_string().contains("give --deployer ARN"), "{e}");
     }
 }

@@ -5,6 +5,7 @@ mod deploy;
 mod diff;
 mod drift;
 mod engine;
+mod engine_access;
 mod engine_scope;
 mod executions;
 mod import;

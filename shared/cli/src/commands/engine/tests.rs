@@ -192,6 +192,27 @@ fn every_role_is_denied_the_artifacts_and_the_deploy_objects() {
     );
 }
 
+/// Deploy Requested events are taken from the engine's own bus only, which denies every
+/// sender but the deployers.
+#[test]
+fn only_the_deployers_may_send_to_the_bus_that_starts_deploys() {
+    let t = engine_template();
+    let rule = &t.resources["StartOnRequestRule"].properties;
+    assert_eq!(
+        rule["EventBusName"],
+        serde_json::json!({"Ref": "DeployBus"})
+    );
+    let bus = &t.resources["DeployBus"].properties;
+    let statement = &bus["Policy"]["Statement"][0];
+    assert_eq!(statement["Effect"], "Deny");
+    assert_eq!(statement["Action"], "events:PutEvents");
+    assert_eq!(
+        statement["Condition"]["ArnNotLike"]["aws:PrincipalArn"],
+        serde_json::json!({"Ref": "Deployers"})
+    );
+    assert_eq!(t.parameters["Deployers"].default, None, "no default: named");
+}
+
 #[test]
 fn a_bootstrap_for_another_architecture_is_refused_naming_both() {
     let dir = std::env::temp_dir().join(format!("sf-engine-arch-{}", std::process::id()));

@@ -107,6 +107,15 @@ pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String
                     d.version
                 )));
             }
+            // An event deploys only what a deployer put under deploy/<its stack>/: the
+            // bucket lets no one else write there.
+            if stack_of_key(&d.key).as_deref() != Some(d.stack.as_str()) {
+                return Ok(Err(format!(
+                    "a Deploy Requested event for stack {} names {}: it deploys only a \
+                     template or zipped cdk.out under deploy/{}/",
+                    d.stack, d.key, d.stack
+                )));
+            }
             Ok(Ok(Launch {
                 stack: d.stack,
                 name,
@@ -119,6 +128,21 @@ pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String
         (source, kind) => Ok(Err(format!(
             "an event {kind:?} from {source:?} does not start a deploy"
         ))),
+    }
+}
+
+/// `Err` saying why when `event` was not sent in the account of `machine` (the deploy
+/// state machine's ARN, `arn:<partition>:states:<region>:<account>:...`): a bus that
+/// takes other accounts' events does not let them start a deploy here.
+pub fn from_own_account(event: &BusEvent, machine: &str) -> Result<(), String> {
+    let own = machine.split(':').nth(4).unwrap_or_default();
+    if own.is_empty() || event.account == own {
+        Ok(())
+    } else {
+        Err(format!(
+            "an event from account {:?} does not start a deploy in account {own}",
+            event.account
+        ))
     }
 }
 
@@ -170,7 +194,11 @@ impl<S: EventStore + 'static> Tasks<S> {
     /// **Start**: the deploy `event` asks for, on the deploy state machine `machine`
     /// (its ARN), named after the event's id.
     pub async fn start(&self, machine: &str, event: BusEvent) -> Result<Value, TaskError> {
-        match launch_of(&event, &self.bucket)? {
+        let launch = match from_own_account(&event, machine) {
+            Ok(()) => launch_of(&event, &self.bucket)?,
+            Err(why) => Err(why),
+        };
+        match launch {
             Ok(launch) => {
                 let started = self.launch(machine, launch).await?;
                 Ok(serde_json::to_value(started).unwrap_or(Value::Null))
@@ -281,5 +309,29 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::Input);
         e.detail = serde_json::json!({"version": "1", "stack": "orders", "kee": "x"});
         assert!(launch_of(&e, "engine").is_err(), "a misspelt field");
+    }
+
+    /// A deploy request names only what a deployer staged under deploy/<its stack>/ (the
+    /// bucket lets no one else write there), and comes from the engine's own account.
+    #[test]
+    fn a_deploy_request_deploys_only_what_is_staged_for_its_stack_in_this_account() {
+        let mut e = s3_event("x");
+        e.source = "stackflow".into();
+        e.detail_type = DEPLOY_REQUESTED.into();
+        for key in [
+            "inputs/orders/x.json",
+            "deploy/payments/template.yaml",
+            "custom-resource-responses/orders.json",
+            "deploy/orders/parameters.json",
+        ] {
+            e.detail = serde_json::json!({"version": "1", "stack": "orders", "key": key});
+            let why = launch_of(&e, "engine").unwrap().unwrap_err();
+            assert!(why.contains("under deploy/orders/"), "{key}: {why}");
+        }
+        let machine = "arn:aws:states:us-east-1:123456789012:stateMachine:stackflow-deploy";
+        assert_eq!(from_own_account(&e, machine), Ok(()));
+        e.account = "999999999999".into();
+        let why = from_own_account(&e, machine).unwrap_err();
+        assert!(why.contains("account \"999999999999\""), "{why}");
     }
 }
