@@ -21,7 +21,8 @@ const ACCOUNT: &str = "123456789012";
 
 /// What the suites' engines may deploy: the types of their templates (and of the
 /// corpus's wide-200 and deep-chain-50).
-pub const SUITE_TYPES: &str = "AWS::SNS::*,AWS::SQS::*,AWS::SSM::Parameter,AWS::Logs::LogGroup";
+pub const SUITE_TYPES: &str =
+    "AWS::SNS::*,AWS::SQS::*,AWS::SSM::Parameter,AWS::Logs::LogGroup,Custom::*";
 
 /// A run's stdout as JSON.
 pub fn json(run: &Run) -> Value {

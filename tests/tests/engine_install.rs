@@ -169,6 +169,68 @@ async fn the_engine_deploys_only_what_it_was_allowed(engine: &Installed, aws: &A
     assert!(!state.stdout.contains("\"Note\""), "{}", state.describe());
 }
 
+/// A handler that answers with what its `ResponseURL` says of itself: how long it is
+/// valid (`X-Amz-Expires`), never the URL.
+const URL_HANDLER: &str = r#"
+const https = require('https');
+exports.handler = async (event) => {
+  const url = new URL(event.ResponseURL);
+  const body = JSON.stringify({ Status: 'SUCCESS', Reason: 'ok', PhysicalResourceId: 'url-check',
+    StackId: event.StackId, RequestId: event.RequestId, LogicalResourceId: event.LogicalResourceId,
+    Data: { Expires: url.searchParams.get('X-Amz-Expires') } });
+  await new Promise((resolve, reject) => {
+    const req = https.request({ hostname: url.hostname, path: url.pathname + url.search, method: 'PUT',
+      headers: { 'content-type': '', 'content-length': Buffer.byteLength(body) } },
+      (res) => { res.resume(); res.statusCode < 400 ? resolve() : reject(new Error('HTTP ' + res.statusCode)); });
+    req.on('error', reject);
+    req.end(body);
+  });
+};
+"#;
+
+/// The installed engine signs a custom resource's `ResponseURL` with a provisioning role
+/// session made for it: the URL is valid for the handler's whole time to answer (50
+/// minutes here, plus a margin, within the hour a chained role session lasts), not for
+/// whatever the providers' own session has left. Read from the URL itself, by the handler.
+async fn the_response_url_outlives_the_handlers_time(engine: &Installed, aws: &Aws) {
+    let name = unique_name("urlcheck");
+    let spec = stackflow_tests::lambda::FunctionSpec {
+        name: &name,
+        runtime: aws_sdk_lambda::types::Runtime::Nodejs22x,
+        handler: "index.handler",
+        zip: zip_files(&[("index.js", URL_HANDLER.as_bytes())]),
+        timeout: 30,
+        env: vec![],
+    };
+    let token = stackflow_tests::lambda::create_function(&aws.lambda, spec).await;
+    let stack = unique_name("urlcheck");
+    let template = engine.dir.join(format!("{stack}.json"));
+    let body = serde_json::json!({
+        "Resources": {"Check": {"Type": "Custom::UrlCheck",
+            "Properties": {"ServiceToken": token, "ServiceTimeout": 3000}}},
+        "Outputs": {"Expires": {"Value": {"Fn::GetAtt": ["Check", "Expires"]}}}
+    });
+    std::fs::write(&template, body.to_string()).unwrap();
+    let run = engine.remote().run(&[
+        "deploy",
+        template.to_str().unwrap(),
+        "--remote",
+        "--engine",
+        &engine.name,
+        "--json",
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    let out = json(&run);
+    let expires: u64 = out["outputs"]["Expires"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"))
+        .parse()
+        .unwrap();
+    // Asked: 3,000 s + 900 s; a session assumed from a role's session lasts at most an
+    // hour, and the URL says no more than what signed it.
+    assert!((3000..=3600).contains(&expires), "X-Amz-Expires {expires}");
+}
+
 /// A policy document as IAM answers it: URL-encoded on AWS, maybe not on the emulator.
 fn urlencoding_decode(text: &str) -> String {
     let mut out = Vec::new();
@@ -320,6 +382,8 @@ async fn the_engine_installs_runs_upgrades_and_is_destroyed_keeping_its_table() 
 
     // What the operator allowed, and nothing else.
     the_engine_deploys_only_what_it_was_allowed(&installed, &aws).await;
+    // A custom resource's answer URL lives as long as its handler may take.
+    the_response_url_outlives_the_handlers_time(&installed, &aws).await;
     // Who may start a deploy: the installer, in the bucket's policy (its own statement).
     let s3 = emu.s3().await;
     let statement = format!("StackflowDeployers{}", engine.replace('-', ""));

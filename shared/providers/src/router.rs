@@ -91,6 +91,17 @@ impl Providers {
         custom_bucket: Option<String>,
         role_arn: Option<String>,
     ) -> Providers {
+        Providers::from_config_with_session(config, custom_bucket, role_arn, None)
+    }
+
+    /// [`Providers::from_config_with_role`], the custom resources' `ResponseURL`s signed
+    /// by sessions `session` makes (see [`CustomResourceProvider::with_response_session`]).
+    pub fn from_config_with_session(
+        config: &SdkConfig,
+        custom_bucket: Option<String>,
+        role_arn: Option<String>,
+        session: Option<crate::custom::ResponseSession>,
+    ) -> Providers {
         let config = &config
             .to_builder()
             .retry_config(aws_sdk_cloudcontrol::config::retry::RetryConfig::disabled())
@@ -117,7 +128,12 @@ impl Providers {
                 .with_role_arn(role_arn),
         );
         let custom = custom_bucket.map(|bucket| {
-            Arc::new(CustomResourceProvider::new(lambda, sns, s3, bucket)) as Arc<dyn Provider>
+            let custom = CustomResourceProvider::new(lambda, sns, s3, bucket);
+            let custom = match session {
+                Some(session) => custom.with_response_session(session),
+                None => custom,
+            };
+            Arc::new(custom) as Arc<dyn Provider>
         });
         Providers {
             registry,

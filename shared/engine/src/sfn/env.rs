@@ -146,10 +146,13 @@ impl Settings {
         );
         let engine = Engine {
             store: Arc::new(store),
-            providers: Arc::new(Providers::from_config_with_role(
+            providers: Arc::new(Providers::from_config_with_session(
                 provisioning,
                 Some(self.bucket.clone()),
                 self.provisioning_role.clone(),
+                self.provisioning_role
+                    .as_deref()
+                    .map(|role| response_session(config, role)),
             )),
             lookups: Arc::new(AwsLookups::new(provisioning)),
             region,
@@ -192,6 +195,34 @@ impl Settings {
             ))
             .build()
     }
+}
+
+/// A new session of the provisioning role for each custom resource `ResponseURL`, from
+/// the function's own credentials, lasting the handler's time to answer: the role's
+/// session the providers use is refreshed only as it nears its end, and a URL it signed
+/// stops working with it. A session assumed from a role's session lasts an hour at most
+/// (role chaining), CloudFormation's longest `ServiceTimeout`.
+fn response_session(base: &SdkConfig, role: &str) -> stackflow_providers::custom::ResponseSession {
+    let (base, role) = (base.clone(), role.to_string());
+    Arc::new(move |wanted| {
+        let (base, role) = (base.clone(), role.clone());
+        Box::pin(async move {
+            use aws_sdk_s3::config::ProvideCredentials as _;
+            let length = wanted.clamp(
+                std::time::Duration::from_secs(900),
+                std::time::Duration::from_secs(3600),
+            );
+            aws_config::sts::AssumeRoleProvider::builder(role)
+                .session_name("stackflow-response-url")
+                .session_length(length)
+                .configure(&base)
+                .build()
+                .await
+                .provide_credentials()
+                .await
+                .map_err(|e| format!("{}", aws_sdk_s3::error::DisplayErrorContext(e)))
+        })
+    })
 }
 
 /// The handlers of a Lambda function: [`Settings`] from the process environment, on the

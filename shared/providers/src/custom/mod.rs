@@ -103,6 +103,19 @@ use transport::{Delivery, Transport};
 pub type FirstUse =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
 
+/// Where the credentials that sign a `ResponseURL` come from when the provider's own
+/// are a role session that may end sooner than the handler's time to answer (a presigned
+/// URL stops working with the session that signed it): a new session lasting at least
+/// the given time where it can ([`CustomResourceProvider::with_response_session`]).
+pub type ResponseSession = Arc<
+    dyn Fn(
+            Duration,
+        )
+            -> Pin<Box<dyn Future<Output = Result<aws_sdk_s3::config::Credentials, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// [`FirstUse`], run until it succeeds once.
 struct Once {
     hook: FirstUse,
@@ -157,6 +170,7 @@ impl CustomResourceProvider {
                 s3,
                 bucket: bucket.into(),
                 retry: RetryPolicy::default(),
+                session: None,
             },
             key_prefix: DEFAULT_KEY_PREFIX.to_string(),
             stack_arn: None,
@@ -188,6 +202,14 @@ impl CustomResourceProvider {
             hook,
             done: tokio::sync::OnceCell::new(),
         }));
+        self
+    }
+
+    /// Signs each `ResponseURL` with a session `session` makes, lasting the handler's
+    /// time to answer (or as long as it can): the engine's provisioning role session,
+    /// refreshed as it nears its end, may have minutes left when a request is sent.
+    pub fn with_response_session(mut self, session: ResponseSession) -> Self {
+        self.transport.session = Some(transport::Session(session));
         self
     }
 

@@ -40,6 +40,31 @@ pub(super) struct Transport {
     pub s3: aws_sdk_s3::Client,
     pub bucket: String,
     pub retry: RetryPolicy,
+    /// Makes the session each `ResponseURL` is signed with (the client's own when `None`).
+    pub session: Option<Session>,
+}
+
+/// A [`super::ResponseSession`], shown by name only.
+#[derive(Clone)]
+pub(super) struct Session(pub super::ResponseSession);
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseSession")
+    }
+}
+
+/// How long a URL presigned now with credentials ending at `expiry` may be said to be
+/// valid, when `wanted` is asked: no longer than the credentials.
+pub(super) fn validity(
+    now: std::time::SystemTime,
+    wanted: Duration,
+    expiry: Option<std::time::SystemTime>,
+) -> Duration {
+    match expiry {
+        Some(end) => wanted.min(end.duration_since(now).unwrap_or_default()),
+        None => wanted,
+    }
 }
 
 impl Transport {
@@ -104,13 +129,34 @@ impl Transport {
 
     /// A presigned `PUT` URL for `key`, valid for `timeout` plus a margin (at most seven
     /// days, SigV4's limit).
+    ///
+    /// With a [`super::ResponseSession`], it is signed by a session made for it, and its
+    /// `X-Amz-Expires` is no later than that session's end: a URL never claims to live
+    /// longer than what signed it.
     pub async fn presign(&self, key: &str, timeout: Duration) -> Result<String, ProviderError> {
-        let expires = (timeout + Duration::from_secs(15 * 60)).min(Duration::from_secs(7 * 86400));
+        let mut expires =
+            (timeout + Duration::from_secs(15 * 60)).min(Duration::from_secs(7 * 86400));
+        let s3 = match &self.session {
+            None => self.s3.clone(),
+            Some(session) => {
+                let credentials = (session.0)(expires).await.map_err(|e| {
+                    ProviderError::Transient(format!("a session to sign the ResponseURL with: {e}"))
+                })?;
+                expires = validity(std::time::SystemTime::now(), expires, credentials.expiry());
+                let provider = aws_sdk_s3::config::SharedCredentialsProvider::new(credentials);
+                aws_sdk_s3::Client::from_conf(
+                    self.s3
+                        .config()
+                        .to_builder()
+                        .credentials_provider(provider)
+                        .build(),
+                )
+            }
+        };
         let config = PresigningConfig::expires_in(expires).map_err(|e| {
             ProviderError::InvalidRequest(format!("presigning the ResponseURL: {e}"))
         })?;
-        let presigned = self
-            .s3
+        let presigned = s3
             .put_object()
             .bucket(&self.bucket)
             .key(key)
@@ -249,4 +295,111 @@ pub(super) enum Delivery {
     Missing(String),
     /// The call's answer was lost: the handler may be running, and may answer.
     Unknown(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use aws_sdk_s3::config::{Credentials, SharedCredentialsProvider};
+
+    use super::*;
+
+    /// The value of query parameter `name` of `url`.
+    fn query<'a>(url: &'a str, name: &str) -> &'a str {
+        let start = url
+            .find(&format!("{name}="))
+            .unwrap_or_else(|| panic!("{name}: {url}"));
+        let rest = &url[start + name.len() + 1..];
+        rest.split('&').next().unwrap_or_default()
+    }
+
+    fn transport(session: Option<Session>) -> Transport {
+        let old = Credentials::new(
+            "OLDSESSION",
+            "old-secret",
+            Some("old-token".into()),
+            Some(SystemTime::now() + Duration::from_secs(5 * 60)),
+            "test",
+        );
+        let config = aws_types::SdkConfig::builder()
+            .region(aws_types::region::Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(old))
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .build();
+        Transport {
+            lambda: aws_sdk_lambda::Client::new(&config),
+            sns: aws_sdk_sns::Client::new(&config),
+            s3: aws_sdk_s3::Client::new(&config),
+            bucket: "answers".into(),
+            retry: RetryPolicy::default(),
+            session,
+        }
+    }
+
+    fn lasting(key: &'static str, secs: u64) -> Session {
+        Session(Arc::new(move |_wanted| {
+            Box::pin(async move {
+                Ok(Credentials::new(
+                    key,
+                    "fresh-secret",
+                    Some("fresh-token".into()),
+                    Some(SystemTime::now() + Duration::from_secs(secs)),
+                    "test",
+                ))
+            })
+        }))
+    }
+
+    /// The URL says, in itself, what signed it and for how long: a session made for it,
+    /// lasting the handler's time to answer, not the provider's session with minutes left.
+    #[tokio::test]
+    async fn a_response_url_is_signed_by_a_session_that_outlives_the_handlers_time() {
+        let hour = Duration::from_secs(3600);
+        let url = transport(Some(lasting("FRESHSESSION", 3600)))
+            .presign("custom-resource-responses/r1", Duration::from_secs(50 * 60))
+            .await
+            .unwrap();
+        assert!(
+            query(&url, "X-Amz-Credential").starts_with("FRESHSESSION"),
+            "{url}"
+        );
+        let expires: u64 = query(&url, "X-Amz-Expires").parse().unwrap();
+        // Asked 50 min + 15 min; the session ends in an hour: the URL says no more.
+        assert!((3590..=3600).contains(&expires), "{expires}");
+        assert!(expires >= 50 * 60);
+        assert!(url.contains("X-Amz-Security-Token=fresh-token"), "{url}");
+
+        // Without a session source, the client's own credentials sign it (unchanged).
+        let url = transport(None)
+            .presign("custom-resource-responses/r2", hour)
+            .await
+            .unwrap();
+        assert!(query(&url, "X-Amz-Credential").starts_with("OLDSESSION"));
+
+        // A session that cannot last as long: the URL is honest about its end.
+        let url = transport(Some(lasting("SHORTSESSION", 20 * 60)))
+            .presign("custom-resource-responses/r3", hour)
+            .await
+            .unwrap();
+        let expires: u64 = query(&url, "X-Amz-Expires").parse().unwrap();
+        assert!((1190..=1200).contains(&expires), "{expires}");
+    }
+
+    #[test]
+    fn validity_is_never_past_the_credentials_end() {
+        let now = SystemTime::now();
+        let h = Duration::from_secs(3600);
+        assert_eq!(validity(now, h, None), h);
+        assert_eq!(validity(now, h, Some(now + 2 * h)), h);
+        assert_eq!(
+            validity(now, h, Some(now + Duration::from_secs(60))),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            validity(now, h, Some(now - Duration::from_secs(1))),
+            Duration::ZERO
+        );
+    }
 }
