@@ -688,6 +688,17 @@ pub struct DeployArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: Option<u16>,
 
+    /// Deploy up to N stacks at once: a stack starts when the stacks it depends on have
+    /// ended; after a failure nothing new starts (the running ones finish). 1: one
+    /// after another, in dependency order
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u16).range(1..=64)
+    )]
+    pub stack_concurrency: u16,
+
     /// Read other stacks' exports and outputs only from stackflow's own records, never
     /// from CloudFormation
     #[arg(long)]

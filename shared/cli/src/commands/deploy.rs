@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use stackflow_core::template::{check_stacks_placeholders, load_path};
+use stackflow_core::template::{StackTemplate, check_stacks_placeholders, load_path};
 use stackflow_engine::{
     DeployOptions, ExpectedPlan, StackReport, StackStatus, deploy_stack, destroy_stack,
     rollback_stack,
@@ -13,6 +13,7 @@ use crate::assets::{Assets, use_cdk_bootstrap_assets};
 use crate::render;
 use crate::select::{bind_all, dependency_order, select_with};
 use crate::setup::{setup, stop_on_ctrl_c};
+use crate::waves::{Item, run_by_dependencies};
 
 use super::review::{SavedPlan, approve};
 
@@ -94,57 +95,98 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     }
     options.stop = stop_on_ctrl_c();
 
-    let mut reports = Vec::new();
-    let mut deployed = Vec::new();
-    for (stack, parameters) in stacks.into_iter().zip(bound) {
+    // One prompt at a time, whatever runs at once.
+    let prompts = tokio::sync::Mutex::new(());
+    let (setup, assets, remote, saved, args, options, prompts) =
+        (&setup, &assets, &remote, &saved, &args, &options, &prompts);
+    let items = stacks
+        .into_iter()
+        .zip(bound)
+        .map(|(stack, parameters)| Item {
+            name: stack.name.clone(),
+            dependencies: stack.dependencies.clone(),
+            value: (stack, parameters),
+        })
+        .collect();
+    let run = |(stack, parameters): (StackTemplate, _)| async move {
         // Before the stack's first resource starts (and before a remote run starts).
         assets.publish(&stack.name).await?;
         let mut input = setup.input(stack, parameters);
         let mut options = options.clone();
-        options.expected_plan = match &saved {
-            Some(saved) => Some(saved.pin(&setup, &mut input).await?),
-            None => approve(&setup, &mut input, args.require_approval, global.yes)
-                .await?
-                .map(ExpectedPlan::of),
-        };
-        if let Some(remote) = &remote {
-            let code = remote
-                .deploy(
-                    &setup.engine.store,
-                    &input,
-                    &options,
-                    !args.remote.no_follow,
-                )
-                .await?;
-            if code != ExitCode::SUCCESS {
-                write_outputs(&args, &setup, &deployed).await?;
-                return Ok(code);
+        options.expected_plan = {
+            let _prompt = prompts.lock().await;
+            match saved {
+                Some(saved) => Some(saved.pin(setup, &mut input).await?),
+                None => approve(setup, &mut input, args.require_approval, global.yes)
+                    .await?
+                    .map(ExpectedPlan::of),
             }
-            deployed.push(input.name.clone());
-            continue;
+        };
+        if let Some(remote) = remote {
+            let follow = !args.remote.no_follow;
+            let code = remote
+                .deploy(&setup.engine.store, &input, &options, follow)
+                .await?;
+            return Ok(Ended::Remote(code));
         }
         let report = deploy_stack(setup.engine.clone(), input, options).await?;
-        let stop = !matches!(
-            report.status,
-            StackStatus::Succeeded | StackStatus::NoChanges | StackStatus::Partial
-        );
-        if matches!(
-            report.status,
-            StackStatus::Succeeded | StackStatus::NoChanges
-        ) {
-            deployed.push(report.stack.clone());
-        }
-        reports.push(report);
-        if stop {
-            break;
+        Ok::<_, anyhow::Error>(Ended::Local(Box::new(report)))
+    };
+    let concurrency = usize::from(args.stack_concurrency);
+    let ended = run_by_dependencies(items, concurrency, run, |r| {
+        r.as_ref().is_ok_and(Ended::goes_on)
+    })
+    .await;
+
+    let mut reports = Vec::new();
+    let mut deployed = Vec::new();
+    let mut failed_remote = None;
+    for (name, result) in ended {
+        match result? {
+            Ended::Remote(code) if code == ExitCode::SUCCESS => deployed.push(name),
+            Ended::Remote(code) => failed_remote = failed_remote.or(Some(code)),
+            Ended::Local(report) => {
+                if matches!(
+                    report.status,
+                    StackStatus::Succeeded | StackStatus::NoChanges
+                ) {
+                    deployed.push(report.stack.clone());
+                }
+                reports.push(*report);
+            }
         }
     }
-    write_outputs(&args, &setup, &deployed).await?;
+    write_outputs(args, setup, &deployed).await?;
+    if let Some(code) = failed_remote {
+        return Ok(code);
+    }
     // A remote run printed each stack's result as it ended.
     if remote.is_none() {
         print_reports(&reports, args.json, "deploy")?;
     }
     Ok(exit_code(&reports))
+}
+
+/// How one stack's run ended.
+enum Ended {
+    /// Run here: its report.
+    Local(Box<StackReport>),
+    /// Run by the installed engine: the exit code of following it.
+    Remote(ExitCode),
+}
+
+impl Ended {
+    /// Whether the stacks that depend on it may start (a partial run leaves nothing its
+    /// dependents need undone).
+    fn goes_on(&self) -> bool {
+        match self {
+            Ended::Local(r) => matches!(
+                r.status,
+                StackStatus::Succeeded | StackStatus::NoChanges | StackStatus::Partial
+            ),
+            Ended::Remote(code) => *code == ExitCode::SUCCESS,
+        }
+    }
 }
 
 /// `--outputs-file`: the outputs each deployed stack's records hold now (a remote run's
