@@ -124,7 +124,12 @@ fn bootstrap_zip(path: Option<&Path>, arch: &str) -> anyhow::Result<Vec<u8>> {
         None => build_with_cargo_lambda(arch)?,
     };
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let dir = std::env::temp_dir().join(format!("stackflow-bootstrap-{}", std::process::id()));
+    // A directory of this call's own: two calls of one process (tests run in parallel)
+    // must not unpack into each other's.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir =
+        std::env::temp_dir().join(format!("stackflow-bootstrap-{}-{call}", std::process::id()));
     if bytes.starts_with(b"PK\x03\x04") {
         let inside = dir.join("unzipped");
         let found = stackflow_engine::sfn::triggers::unzip::extract(&bytes, &inside)
