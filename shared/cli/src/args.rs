@@ -530,6 +530,12 @@ pub struct EventsArgs {
     /// Keep printing new events as they are appended (every second), until interrupted
     #[arg(short, long)]
     pub follow: bool,
+
+    /// Draw the last run as a timeline in FILE (an HTML page): one bar per resource action
+    /// from its intent to its outcome, the critical path marked, failures in red, actions
+    /// sent more than once counted
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "follow"])]
+    pub html: Option<PathBuf>,
 }
 
 /// Arguments of `stackflow scrub`.

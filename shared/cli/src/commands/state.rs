@@ -89,6 +89,14 @@ pub async fn events(global: &GlobalArgs, args: EventsArgs) -> anyhow::Result<Exi
             global.store
         );
     }
+    if let Some(file) = &args.html {
+        let page = crate::timeline::html(&args.stack, &events)
+            .map_err(|e| anyhow::anyhow!("stack {}: {e}", args.stack))?;
+        std::fs::write(file, page)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+        println!("the last run of {} drawn in {}", args.stack, file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut last = 0;
     if !print_events(&events, args.json, &mut last)? {
         return Ok(ExitCode::SUCCESS);
