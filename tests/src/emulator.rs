@@ -152,6 +152,7 @@ struct ManagedProcess {
 }
 
 static SHARED: OnceLock<Result<Emulator, String>> = OnceLock::new();
+static STRICT: OnceLock<Result<Emulator, String>> = OnceLock::new();
 
 impl Emulator {
     /// The emulator shared by every test of this binary, started on first use.
@@ -167,6 +168,22 @@ impl Emulator {
         let result = tokio::task::spawn_blocking(|| SHARED.get_or_init(Emulator::init))
             .await
             .expect("the emulator start-up thread panicked");
+        unwrap_shared(result)
+    }
+
+    /// An emulator of this binary's own that evaluates IAM identity policies
+    /// (`--iam strict`: a call a policy does not allow, or denies, is refused with
+    /// `AccessDenied`; the test credentials, its root, are never refused). Always started
+    /// here, whatever `STACKFLOW_TEST_ENDPOINT` says.
+    pub async fn strict() -> &'static Emulator {
+        if let Some(result) = STRICT.get() {
+            return unwrap_shared(result);
+        }
+        let result = tokio::task::spawn_blocking(|| {
+            STRICT.get_or_init(|| Emulator::start_with(&["--iam", "strict"]))
+        })
+        .await
+        .expect("the emulator start-up thread panicked");
         unwrap_shared(result)
     }
 
@@ -291,7 +308,7 @@ impl Emulator {
     fn init() -> Result<Emulator, String> {
         match std::env::var(ENDPOINT_ENV) {
             Ok(url) if !url.trim().is_empty() => Emulator::external(url.trim()),
-            _ => Emulator::start(),
+            _ => Emulator::start_with(&[]),
         }
     }
 
@@ -326,7 +343,7 @@ impl Emulator {
         })
     }
 
-    fn start() -> Result<Emulator, String> {
+    fn start_with(extra: &[&str]) -> Result<Emulator, String> {
         let binary = find_fakecloud()?;
         let log_dir = log_dir();
         std::fs::create_dir_all(&log_dir)
@@ -354,6 +371,7 @@ impl Emulator {
             .args(["--region", REGION])
             .args(["--account-id", ACCOUNT_ID])
             .args(["--log-level", "info"])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(log)
             .stderr(log_err);

@@ -2,11 +2,11 @@
 //! headless Chromium (Debian's `chromium`, which `.ci/run` installs): each bar of the
 //! screenshot is where the log says, in the colour the log says. The test reads the log
 //! itself (`events --json`) and places the bars by the page's documented geometry
-//! (`shared/cli/src/timeline.rs`): a row per action in start order, `x = 280 + (start -
+//! (`shared/cli/src/timeline.rs`): a row per action in start order (then the log's), `x = 280 + (start -
 //! t0) / (t1 - t0) * 800`, the critical path (the chain of dependencies that ended last)
 //! orange, the rest blue, the page white around them.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
 use std::path::Path;
 use std::process::Command;
 
@@ -48,7 +48,7 @@ fn from_log(lines: &str) -> (Vec<Expected>, u64) {
         .rposition(|e| e["event"]["type"] == "DeployStarted")
         .expect("a deploy");
     let t0 = millis(events[start]["at"].as_str().unwrap());
-    let mut bars: BTreeMap<String, Expected> = BTreeMap::new();
+    let mut bars: Vec<Expected> = Vec::new();
     let mut t1 = t0;
     for e in &events[start..] {
         let t = millis(e["at"].as_str().unwrap());
@@ -57,39 +57,46 @@ fn from_log(lines: &str) -> (Vec<Expected>, u64) {
         match ev["type"].as_str().unwrap() {
             "ResourceIntent" => {
                 let id = ev["logicalId"].as_str().unwrap().to_string();
-                bars.entry(id.clone()).or_insert(Expected {
-                    id,
-                    start: t - t0,
-                    end: t - t0,
-                    dependencies: vec![],
-                });
+                if !bars.iter().any(|b| b.id == id) {
+                    bars.push(Expected {
+                        id,
+                        start: t - t0,
+                        end: t - t0,
+                        dependencies: vec![],
+                    });
+                }
             }
             "ResourceCreated" => {
                 let r = &ev["resource"];
-                let b = bars.get_mut(r["logicalId"].as_str().unwrap()).unwrap();
+                let id = r["logicalId"].as_str().unwrap();
+                let b = bars.iter_mut().find(|b| b.id == id).unwrap();
                 b.end = t - t0;
                 b.dependencies = serde_json::from_value(r["dependencies"].clone()).unwrap();
             }
             _ => {}
         }
     }
-    let mut bars: Vec<Expected> = bars.into_values().collect();
+    // Start order; on the same millisecond, the log's.
     bars.sort_by_key(|b| b.start);
     (bars, t1 - t0)
 }
 
+/// "Ended last", as the page documents it: the later end, then the earlier start, then
+/// the smaller logical id.
+fn last(b: &&Expected) -> (u64, Reverse<u64>, Reverse<String>) {
+    (b.end, Reverse(b.start), Reverse(b.id.clone()))
+}
+
 /// The ids on the chain that ended last.
 fn critical(bars: &[Expected]) -> Vec<String> {
-    let by = |id: &str| bars.iter().find(|b| b.id == id);
     let mut chain = vec![];
-    let mut current = bars.iter().max_by_key(|b| b.end);
+    let mut current = bars.iter().max_by_key(last);
     while let Some(b) = current {
         chain.push(b.id.clone());
-        current = b
-            .dependencies
+        current = bars
             .iter()
-            .filter_map(|d| by(d))
-            .max_by_key(|d| d.end);
+            .filter(|d| b.dependencies.contains(&d.id))
+            .max_by_key(last);
     }
     chain
 }

@@ -4,12 +4,17 @@
 //! red, an action with no outcome is grey, and an action sent more than once says how many
 //! times.
 //!
+//! "Ended last" is by the millisecond the log gives, then the earlier start, then the
+//! smaller logical id.
+//!
 //! The drawing is plain SVG with a fixed geometry, so a test can find each bar from the
-//! log alone: a bar's row is its index in start order; its left edge is
+//! log alone: a bar's row is its index in start order (on the same millisecond, the
+//! log's order); its left edge is
 //! `LEFT + (start - t0) / (t1 - t0) * PLOT` and its width at least 2 px, where `t0` is the
 //! run's `DeployStarted` and `t1` its last event; its box is `BAR` px high, `TOP + row *
 //! ROW + 5` from the top.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -153,20 +158,20 @@ pub fn bars(events: &[StoredEvent]) -> Result<(String, Vec<Bar>, u64), String> {
     Ok((run, bars, last - t0))
 }
 
+/// The order "ended last" goes by: the later end, then (on the same millisecond) the
+/// earlier start, then the smaller logical id.
+fn last_key(b: &Bar) -> (Option<u64>, Reverse<u64>, Reverse<&str>) {
+    (b.end, Reverse(b.start), Reverse(b.logical_id.as_str()))
+}
+
 /// Marks the chain that ended last: the action that ended last, then, among the
-/// resources it depends on, the one that ended last, and so on.
+/// resources it depends on, the one that ended last, and so on ([`last_key`]).
 fn mark_critical(bars: &mut [Bar], dependencies: &BTreeMap<String, Vec<String>>) {
-    let end_of = |bars: &[Bar], id: &str| {
-        bars.iter()
-            .filter(|b| b.logical_id == id)
-            .filter_map(|b| b.end)
-            .max()
-    };
     let mut seen = BTreeSet::new();
     let mut current = bars
         .iter()
-        .filter(|b| !b.failed)
-        .max_by_key(|b| b.end)
+        .filter(|b| !b.failed && b.end.is_some())
+        .max_by_key(|b| last_key(b))
         .map(|b| b.logical_id.clone());
     while let Some(id) = current.take() {
         if !seen.insert(id.clone()) {
@@ -175,13 +180,12 @@ fn mark_critical(bars: &mut [Bar], dependencies: &BTreeMap<String, Vec<String>>)
         for b in bars.iter_mut().filter(|b| b.logical_id == id && !b.failed) {
             b.critical = true;
         }
-        current = dependencies
-            .get(&id)
-            .into_iter()
-            .flatten()
-            .filter_map(|d| end_of(bars, d).map(|end| (end, d.clone())))
-            .max()
-            .map(|(_, d)| d);
+        let wanted: Vec<&String> = dependencies.get(&id).into_iter().flatten().collect();
+        current = bars
+            .iter()
+            .filter(|b| b.end.is_some() && wanted.contains(&&b.logical_id))
+            .max_by_key(|b| last_key(b))
+            .map(|b| b.logical_id.clone());
     }
 }
 
