@@ -1,7 +1,9 @@
 //! The installed engine's permissions under enforced IAM (fakecloud `--iam strict`, which
 //! evaluates identity policies: Allow and Deny, actions and resources with wildcards; not
 //! yet conditions or resource policies). The engine is installed with the suites' types;
-//! then, acting as its roles (sessions assumed through STS):
+//! then, acting as its roles (each through a probe role the test makes and assumes, given
+//! the role's own inline and managed policies read from IAM: the engine's roles trust
+//! Lambda or the functions' roles alone, and the emulator checks trust policies):
 //! - a function's role may write the engine bucket's inputs but not its artifacts
 //!   (`assets/`) nor the objects that start a deploy (`deploy/`): the artifact guard;
 //! - the provisioning role may make what it was allowed (a topic) and not what it was not
@@ -10,6 +12,131 @@
 use aws_sdk_s3::config::{Credentials, SharedCredentialsProvider};
 use stackflow_tests::Emulator;
 use stackflow_tests::installed::{ENGINE_BUCKET, Installed};
+
+/// A role made by the test with the policies of another.
+struct Probe {
+    role: String,
+    attached: Vec<String>,
+    inline: Vec<String>,
+}
+
+impl Probe {
+    async fn delete(&self, iam: &aws_sdk_iam::Client) {
+        for arn in &self.attached {
+            let _ = iam
+                .detach_role_policy()
+                .role_name(&self.role)
+                .policy_arn(arn)
+                .send()
+                .await;
+        }
+        for name in &self.inline {
+            let _ = iam
+                .delete_role_policy()
+                .role_name(&self.role)
+                .policy_name(name)
+                .send()
+                .await;
+        }
+        iam.delete_role()
+            .role_name(&self.role)
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+/// Role `probe`, trusting the account's root, with the inline policies and the managed
+/// policies of role `like`, read from IAM.
+async fn probe_like(iam: &aws_sdk_iam::Client, like: &str, probe: &str) -> Probe {
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sts:AssumeRole"}]});
+    iam.create_role()
+        .role_name(probe)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut made = Probe {
+        role: probe.to_string(),
+        attached: vec![],
+        inline: vec![],
+    };
+    let names = iam
+        .list_role_policies()
+        .role_name(like)
+        .send()
+        .await
+        .unwrap();
+    for policy in names.policy_names() {
+        let got = iam
+            .get_role_policy()
+            .role_name(like)
+            .policy_name(policy)
+            .send()
+            .await
+            .unwrap();
+        iam.put_role_policy()
+            .role_name(probe)
+            .policy_name(policy)
+            .policy_document(decode(got.policy_document()))
+            .send()
+            .await
+            .unwrap();
+        made.inline.push(policy.to_string());
+    }
+    let attached = iam
+        .list_attached_role_policies()
+        .role_name(like)
+        .send()
+        .await
+        .unwrap();
+    for policy in attached.attached_policies() {
+        let arn = policy.policy_arn().unwrap().to_string();
+        iam.attach_role_policy()
+            .role_name(probe)
+            .policy_arn(&arn)
+            .send()
+            .await
+            .unwrap();
+        made.attached.push(arn);
+    }
+    assert!(
+        !made.inline.is_empty() && !made.attached.is_empty(),
+        "{like}'s policies"
+    );
+    made
+}
+
+/// A policy document as IAM answers it: URL-encoded on AWS, maybe not on the emulator.
+fn decode(text: &str) -> String {
+    if text.trim_start().starts_with('{') {
+        return text.to_string();
+    }
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = text
+            .get(i + 1..i + 3)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
 
 /// `config` acting as a session of role `role` (assumed by the emulator's root).
 async fn as_role(config: &aws_types::SdkConfig, role: &str) -> aws_types::SdkConfig {
@@ -74,7 +201,12 @@ async fn the_engine_roles_may_do_what_they_were_given_and_no_more() {
     let config = emu.sdk_config().await;
     let name = installed.name.clone();
 
-    let plan = s3(&as_role(&config, &format!("{name}-fn-plan")).await);
+    // A function's role trusts Lambda alone (the emulator checks trust policies), so its
+    // policies are put on a probe role the test may assume: the same inline policy, the
+    // same artifact guard, nothing of the engine's changed.
+    let iam = aws_sdk_iam::Client::new(&config);
+    let probe = probe_like(&iam, &format!("{name}-fn-plan"), &format!("{name}-probe")).await;
+    let plan = s3(&as_role(&config, &probe.role).await);
     assert!(
         !put_denied(&plan, "inputs/iam-strict/probe.json").await,
         "its own prefix"
@@ -84,8 +216,16 @@ async fn the_engine_roles_may_do_what_they_were_given_and_no_more() {
         put_denied(&plan, "deploy/app/template.json").await,
         "the deploy objects"
     );
+    probe.delete(&iam).await;
 
-    let provisioning = as_role(&config, &format!("{name}-provisioning")).await;
+    // The provisioning role trusts the functions' roles alone: the same probe.
+    let probe = probe_like(
+        &iam,
+        &format!("{name}-provisioning"),
+        &format!("{name}-probe-provisioning"),
+    )
+    .await;
+    let provisioning = as_role(&config, &probe.role).await;
     let sns = aws_sdk_sns::Client::new(&provisioning);
     let topic = sns
         .create_topic()
@@ -109,5 +249,6 @@ async fn the_engine_roles_may_do_what_they_were_given_and_no_more() {
         .send()
         .await
         .unwrap();
+    probe.delete(&iam).await;
     installed.destroy(&["--delete-table"]);
 }
