@@ -624,7 +624,8 @@ pub async fn status(global: &GlobalArgs, args: EngineStatusArgs) -> anyhow::Resu
 fn status_text(name: &str, region: &str, status: &Status) -> String {
     let Some(i) = &status.installed else {
         return format!(
-            "engine {name} is not installed in {region} (`stackflow engine deploy --name {name}` installs it)\n"
+            "engine {name} is not installed in {region} (`stackflow engine deploy --name {name} \
+             --allow-type TYPE` installs it)\n"
         );
     };
     let mut out = format!(
@@ -638,6 +639,15 @@ fn status_text(name: &str, region: &str, status: &Status) -> String {
         i.template,
         i.table
     );
+    if !i.allowed_types.is_empty() {
+        out.push_str(&format!("  may deploy {}\n", i.allowed_types.join(", ")));
+    }
+    if !i.allowed_actions.is_empty() {
+        out.push_str(&format!("  and do     {}\n", i.allowed_actions.join(", ")));
+    }
+    if !i.deployers.is_empty() {
+        out.push_str(&format!("  deployers  {}\n", i.deployers.join(", ")));
+    }
     if status.executions.is_empty() {
         out.push_str("no executions yet\n");
     } else {

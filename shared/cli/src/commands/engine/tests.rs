@@ -258,3 +258,42 @@ fn a_bootstrap_executable_is_zipped_and_a_zip_kept() {
     assert_eq!(bootstrap_zip(Some(&zipped), "arm64").unwrap(), zip);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_status_says_what_the_engine_may_deploy_and_who_may_start_it() {
+    let installed = Installed {
+        name: "e".into(),
+        stack: "e-engine".into(),
+        bucket: "b".into(),
+        table: "e-events".into(),
+        bootstrap: "sha256:1".into(),
+        bootstrap_key: "assets/1.zip".into(),
+        template: "sha256:2".into(),
+        architecture: "arm64".into(),
+        stackflow_version: "0".into(),
+        allowed_types: vec!["AWS::SNS::*".into(), "Custom::*".into()],
+        allowed_actions: vec![],
+        deployers: vec!["arn:aws:iam::123456789012:role/ci".into()],
+    };
+    let status = Status {
+        installed: Some(installed),
+        executions: vec![],
+        locks: vec![],
+    };
+    let text = status_text("e", "eu-west-1", &status);
+    assert!(
+        text.contains("  may deploy AWS::SNS::*, Custom::*\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  deployers  arn:aws:iam::123456789012:role/ci\n"),
+        "{text}"
+    );
+    assert!(!text.contains("and do"), "{text}");
+    let none = Status {
+        installed: None,
+        executions: vec![],
+        locks: vec![],
+    };
+    assert!(status_text("e", "eu-west-1", &none).contains("--allow-type TYPE` installs it"));
+}
