@@ -128,15 +128,22 @@ impl Installed {
         run
     }
 
-    /// `stackflow deploy <template> --remote --engine <name>`, asserted to succeed.
-    pub fn deploy_remote(&self, template: &Path) -> Run {
-        let run = self.remote().run(&[
+    /// `stackflow deploy <template> --remote --engine <name> <extra>`, as it ends.
+    pub fn run_remote(&self, template: &Path, extra: &[&str]) -> Run {
+        let mut args = vec![
             "deploy",
             template.to_str().unwrap(),
             "--remote",
             "--engine",
             &self.name,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        self.remote().run(&args)
+    }
+
+    /// `stackflow deploy <template> --remote --engine <name>`, asserted to succeed.
+    pub fn deploy_remote(&self, template: &Path) -> Run {
+        let run = self.run_remote(template, &[]);
         assert_eq!(run.code, Some(0), "{}", run.describe());
         run
     }
@@ -171,4 +178,28 @@ pub async fn emulator_trusts_role_sessions(iam: &aws_sdk_iam::Client, engine: &s
         .send()
         .await
         .expect("the provisioning role's trust updated");
+}
+
+/// A policy document as IAM answers it: URL-encoded on AWS (`%7B...`), maybe not on the
+/// emulator.
+pub fn policy_document(text: &str) -> String {
+    if text.trim_start().starts_with('{') {
+        return text.to_string();
+    }
+    let mut out = Vec::new();
+    let mut rest = text.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        let hex = tail.get(..2).and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(decoded) if b == b'%' => {
+                out.push(decoded);
+                rest = &tail[2..];
+            }
+            _ => {
+                out.push(if b == b'+' { b' ' } else { b });
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

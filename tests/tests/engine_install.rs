@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use stackflow_tests::installed::{ENGINE_BUCKET, Installed, SUITE_TYPES, json};
+use stackflow_tests::installed::{ENGINE_BUCKET, Installed, SUITE_TYPES, json, policy_document};
 use stackflow_tests::lambda::zip_files;
 use stackflow_tests::{Emulator, unique_name};
 
@@ -114,7 +114,7 @@ async fn the_engine_deploys_only_what_it_was_allowed(engine: &Installed, aws: &A
         .send()
         .await
         .expect("the scoped policy");
-    let document = urlencoding_decode(policy.policy_document());
+    let document = policy_document(policy.policy_document());
     for action in ["sns:*", "sqs:*", "ssm:*", "logs:*"] {
         assert!(document.contains(action), "{action}: {document}");
     }
@@ -142,13 +142,7 @@ async fn the_engine_deploys_only_what_it_was_allowed(engine: &Installed, aws: &A
         ),
     )
     .unwrap();
-    let run = engine.remote().run(&[
-        "deploy",
-        template.to_str().unwrap(),
-        "--remote",
-        "--engine",
-        &engine.name,
-    ]);
+    let run = engine.run_remote(&template, &[]);
     assert_eq!(run.code, Some(1), "{}", run.describe());
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(
@@ -211,14 +205,7 @@ async fn the_response_url_outlives_the_handlers_time(engine: &Installed, aws: &A
         "Outputs": {"Expires": {"Value": {"Fn::GetAtt": ["Check", "Expires"]}}}
     });
     std::fs::write(&template, body.to_string()).unwrap();
-    let run = engine.remote().run(&[
-        "deploy",
-        template.to_str().unwrap(),
-        "--remote",
-        "--engine",
-        &engine.name,
-        "--json",
-    ]);
+    let run = engine.run_remote(&template, &["--json"]);
     assert_eq!(run.code, Some(0), "{}", run.describe());
     let out = json(&run);
     let expires: u64 = out["outputs"]["Expires"]
@@ -229,26 +216,6 @@ async fn the_response_url_outlives_the_handlers_time(engine: &Installed, aws: &A
     // Asked: 3,000 s + 900 s; a session assumed from a role's session lasts at most an
     // hour, and the URL says no more than what signed it.
     assert!((3000..=3600).contains(&expires), "X-Amz-Expires {expires}");
-}
-
-/// A policy document as IAM answers it: URL-encoded on AWS, maybe not on the emulator.
-fn urlencoding_decode(text: &str) -> String {
-    let mut out = Vec::new();
-    let mut rest = text.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        let hex = tail.get(..2).and_then(|h| std::str::from_utf8(h).ok());
-        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-            Some(decoded) if b == b'%' => {
-                out.push(decoded);
-                rest = &tail[2..];
-            }
-            _ => {
-                out.push(b);
-                rest = tail;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn deploy_through_the_engine(engine: &Installed) -> String {

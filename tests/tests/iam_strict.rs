@@ -11,7 +11,7 @@
 
 use aws_sdk_s3::config::{Credentials, SharedCredentialsProvider};
 use stackflow_tests::Emulator;
-use stackflow_tests::installed::{ENGINE_BUCKET, Installed};
+use stackflow_tests::installed::{ENGINE_BUCKET, Installed, policy_document};
 
 /// A role made by the test with the policies of another.
 struct Probe {
@@ -79,7 +79,7 @@ async fn probe_like(iam: &aws_sdk_iam::Client, like: &str, probe: &str) -> Probe
         iam.put_role_policy()
             .role_name(probe)
             .policy_name(policy)
-            .policy_document(decode(got.policy_document()))
+            .policy_document(policy_document(got.policy_document()))
             .send()
             .await
             .unwrap();
@@ -106,36 +106,6 @@ async fn probe_like(iam: &aws_sdk_iam::Client, like: &str, probe: &str) -> Probe
         "{like}'s policies"
     );
     made
-}
-
-/// A policy document as IAM answers it: URL-encoded on AWS, maybe not on the emulator.
-fn decode(text: &str) -> String {
-    if text.trim_start().starts_with('{') {
-        return text.to_string();
-    }
-    let mut out = Vec::new();
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = text
-            .get(i + 1..i + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `config` acting as a session of role `role` (assumed by the emulator's root).
