@@ -216,6 +216,20 @@ async fn the_response_url_outlives_the_handlers_time(engine: &Installed, aws: &A
     // Asked: 3,000 s + 900 s; a session assumed from a role's session lasts at most an
     // hour, and the URL says no more than what signed it.
     assert!((3000..=3600).contains(&expires), "X-Amz-Expires {expires}");
+    // The URL is a credential: no part of its signature is in the records.
+    let remote = engine.remote();
+    let log = remote.run(&["events", "--stack", &stack, "--json"]);
+    let state = remote.run(&["state", "show", "--stack", &stack, "--json"]);
+    for text in [&log.stdout, &state.stdout, &run.stdout, &run.stderr] {
+        for part in [
+            "X-Amz-Signature=",
+            "X-Amz-Security-Token=",
+            "X-Amz-Credential=",
+        ] {
+            assert!(!text.contains(part), "{part} written: {text}");
+        }
+    }
+    assert!(log.stdout.contains("ResourceCreated"), "{}", log.describe());
 }
 
 async fn deploy_through_the_engine(engine: &Installed) -> String {
