@@ -19,6 +19,7 @@ pub mod cli;
 pub mod deploy;
 pub mod drift_cli;
 pub mod emulator;
+pub mod events;
 pub mod faults;
 pub mod gate;
 pub mod http1;

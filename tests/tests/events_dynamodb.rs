@@ -40,8 +40,9 @@ use aws_sdk_dynamodb::types::{
 use serde_json::json;
 use stackflow_events::conformance;
 use stackflow_events::dynamo::{DynamoStore, INLINE_BODY_LIMIT};
-use stackflow_events::event::{Event, Holder, ProviderKind, ResourceRecord};
+use stackflow_events::event::Holder;
 use stackflow_events::{Appended, EventStore, NewEvent, Precondition, StoreError, StreamId};
+use stackflow_tests::events::created;
 use stackflow_tests::{Emulator, unique_name};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
@@ -201,30 +202,6 @@ async fn create_table_if_missing_is_idempotent() {
         .expect("DeleteTable");
 }
 
-/// A `ResourceCreated` whose properties carry `padding` bytes of text.
-fn created(logical_id: &str, padding: usize) -> Event {
-    let mut properties = serde_json::Map::new();
-    properties.insert("Name".into(), json!(logical_id));
-    properties.insert("Blob".into(), json!("z".repeat(padding)));
-    Event::ResourceCreated {
-        deploy_id: "d1".into(),
-        resource: ResourceRecord {
-            logical_id: logical_id.into(),
-            resource_type: "AWS::SQS::Queue".into(),
-            physical_id: format!("phys-{logical_id}"),
-            properties,
-            attributes: Default::default(),
-            dependencies: Vec::new(),
-            provider: ProviderKind::CloudControl,
-            deletion_policy: None,
-            update_replace_policy: None,
-            secret_digest: None,
-        },
-        replaces: None,
-        baseline: None,
-    }
-}
-
 async fn get_item(
     db: &aws_sdk_dynamodb::Client,
     table: &str,
@@ -246,6 +223,17 @@ fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
+}
+
+/// The one event of a page written by one append (the page's `events` list, checked to
+/// hold one entry at the page's position).
+fn only_entry(page: &HashMap<String, AttributeValue>) -> &HashMap<String, AttributeValue> {
+    let events = page["events"].as_l().expect("a page's events are a list");
+    assert_eq!(events.len(), 1, "one append, one event in its page");
+    let entry = events[0].as_m().expect("an entry is a map");
+    assert_eq!(attr_n(page, "first"), attr_n(entry, "seq"));
+    assert_eq!(attr_n(page, "seq"), attr_n(entry, "seq"));
+    entry
 }
 
 fn attr_n<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> Option<&'a str> {
@@ -295,21 +283,27 @@ async fn large_bodies_land_in_s3() {
         Appended::New(2)
     );
 
-    let small_item = get_item(&db, table, &pk, "e#00000000000000000001")
+    let small_page = get_item(&db, table, &pk, "e#00000000000000000001")
         .await
         .unwrap();
+    let small_item = only_entry(&small_page);
     assert!(
-        attr_s(&small_item, "body").is_some(),
+        attr_s(small_item, "body").is_some(),
         "a small body stays inline"
     );
     assert!(!small_item.contains_key("body_s3"));
 
-    let big_item = get_item(&db, table, &pk, "e#00000000000000000002")
+    let big_page = get_item(&db, table, &pk, "e#00000000000000000002")
         .await
         .unwrap();
+    let big_item = only_entry(&big_page);
     assert!(!big_item.contains_key("body"), "a large body is not inline");
-    let key = attr_s(&big_item, "body_s3").expect("body_s3").to_string();
-    assert_eq!(key, format!("{pk}/events/00000000000000000002.json"));
+    let key = attr_s(big_item, "body_s3").expect("body_s3").to_string();
+    let name = key
+        .strip_prefix(&format!("{pk}/events/00000000000000000002-"))
+        .and_then(|rest| rest.strip_suffix(".json"))
+        .unwrap_or_else(|| panic!("{key}: not <pk>/events/<seq>-<nonce>.json"));
+    assert_eq!(name.len(), 16, "a nonce of 16 hex digits: {key}");
     assert_eq!(objects_under(&format!("{pk}/")).await, [key.as_str()]);
 
     let object = Emulator::shared()
@@ -401,16 +395,17 @@ async fn items_follow_the_documented_layout() {
         .await
         .unwrap();
 
-    let item = get_item(&db, table, &pk, "e#00000000000000000001")
+    let page = get_item(&db, table, &pk, "e#00000000000000000001")
         .await
         .unwrap();
-    assert_eq!(attr_n(&item, "seq"), Some("1"));
-    assert_eq!(attr_s(&item, "key"), Some("d1/Queue/create/done"));
-    assert_eq!(attr_s(&item, "type"), Some("ResourceCreated"));
-    assert_eq!(attr_n(&item, "v"), Some("1"));
-    assert_eq!(attr_s(&item, "digest"), Some(event.digest().as_str()));
-    assert!(attr_s(&item, "at").is_some_and(humantime_like));
-    let body: serde_json::Value = serde_json::from_str(attr_s(&item, "body").unwrap()).unwrap();
+    let item = only_entry(&page);
+    assert_eq!(attr_n(item, "seq"), Some("1"));
+    assert_eq!(attr_s(item, "key"), Some("d1/Queue/create/done"));
+    assert_eq!(attr_s(item, "type"), Some("ResourceCreated"));
+    assert_eq!(attr_n(item, "v"), Some("1"));
+    assert_eq!(attr_s(item, "digest"), Some(event.digest().as_str()));
+    assert!(attr_s(item, "at").is_some_and(humantime_like));
+    let body: serde_json::Value = serde_json::from_str(attr_s(item, "body").unwrap()).unwrap();
     assert_eq!(body, event.event.to_body());
 
     let key = get_item(&db, table, &pk, "k#d1/Queue/create/done")

@@ -259,6 +259,10 @@ fn outcome(event: &Event) -> String {
         Event::BaselineRecorded { .. }
         | Event::BaselineRefreshed { .. }
         | Event::BaselineAccepted { .. } => "baseline".into(),
+        Event::BaselinesRecorded { baselines } => match baselines.len() {
+            1 => "1 baseline".into(),
+            n => format!("{n} baselines"),
+        },
         Event::DriftChecked { results, .. } => format!("{} resources checked", results.len()),
         Event::Scrubbed {
             paths, replaced, ..

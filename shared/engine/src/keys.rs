@@ -53,6 +53,20 @@ pub fn new_stack_id(pseudo: &Pseudo) -> Option<String> {
     ))
 }
 
+/// The key of a `BaselinesRecorded` of run `run` holding the baselines whose own events
+/// would be keyed `keys`: `<run>/observed/<16 hex digits of their digest>`, the same for
+/// the same baselines, whichever process appends them.
+pub fn baselines_key(run: &str, keys: &[&str]) -> String {
+    let mut hash = Sha256::new();
+    for key in keys {
+        hash.update(key.as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("{run}/observed/{hex}")
+}
+
 /// The phase of an action an event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -185,6 +199,18 @@ mod tests {
         assert_eq!(ActionKey::from_token(k.token()), k);
         assert_eq!(run_key("d-1", RunEvent::Released), "d-1/released");
         assert_eq!(rollback_of("d-1"), "d-1-rollback");
+    }
+
+    #[test]
+    fn baseline_batches_are_keyed_by_what_they_hold() {
+        let ab = baselines_key("d-1", &["d-1/A/create/observed", "d-1/B/create/observed"]);
+        assert!(ab.starts_with("d-1/observed/") && ab.len() == "d-1/observed/".len() + 16);
+        let again = baselines_key("d-1", &["d-1/A/create/observed", "d-1/B/create/observed"]);
+        assert_eq!(ab, again, "the same baselines, the same key");
+        // No two sets share a key because their keys run together.
+        let joined = baselines_key("d-1", &["d-1/A/create/observedd-1/B/create/observed"]);
+        assert_ne!(ab, joined);
+        assert_ne!(ab, baselines_key("d-1", &["d-1/A/create/observed"]));
     }
 
     #[test]

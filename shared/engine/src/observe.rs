@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use stackflow_core::drift::{Resolved, confirm_masked, masked_positions, observed_baseline};
 use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause};
@@ -18,7 +19,7 @@ use stackflow_providers::provider::{CurrentState, ResourceRequest};
 use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
-use crate::keys::{RunEvent, new_id, run_key};
+use crate::keys::{RunEvent, baselines_key, new_id, run_key};
 use crate::recorder::Recorder;
 use crate::secrets::resolve_dynamic;
 
@@ -245,7 +246,8 @@ pub(crate) struct Observation {
     pub stream: StreamId,
     /// The run that holds the lock.
     pub run: String,
-    /// The event's key.
+    /// The key of its own event (the key of the event that records it with others
+    /// is made from theirs).
     pub key: String,
     /// The read request: physical id set, properties as sent (in memory only).
     pub request: ResourceRequest,
@@ -267,10 +269,17 @@ fn baselines_off() -> bool {
 /// The baseline reads a run started and has not settled yet, and the resources whose
 /// baseline they recorded (appended beside the run's recorder, whose state does not show
 /// them).
+///
+/// Reads that end while earlier baselines are being appended wait in `buffer`, and are
+/// appended together as one `BaselinesRecorded` by the next append: a deploy of many
+/// resources writes a handful of baseline events, not one per resource.
 #[derive(Default)]
 pub struct Observations {
     running: Mutex<Vec<JoinHandle<()>>>,
     recorded: Arc<Mutex<HashSet<String>>>,
+    buffer: Arc<Mutex<Vec<Observed>>>,
+    /// Held while baselines are being appended: one append at a time.
+    appending: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Observations {
@@ -282,29 +291,47 @@ impl Observations {
         // Within the services' limits, as the actions are.
         let limits = stackflow_providers::throttle::background();
         let recorded = self.recorded.clone();
+        let buffer = self.buffer.clone();
+        let appending = self.appending.clone();
         let handle = tokio::spawn(async move {
             let read = read_now(&engine, &o.request, o.kind);
             let current = stackflow_providers::throttle::in_background(limits, read).await;
             let Some(baseline) = baseline_of(&o.recorded, &current) else {
                 return;
             };
-            let event = Event::BaselineRecorded {
+            lock_buffer(&buffer).push(Observed {
+                key: o.key,
                 logical_id: o.request.logical_id.clone(),
                 baseline,
-            };
-            // A baseline that cannot be appended (the store failed, the lock is gone) is
+            });
+            // The append in progress (if any) did not take this one: wait for it, then
+            // append every baseline that waits by then (another read may have done it).
+            let _turn = appending.lock().await;
+            let waiting = std::mem::take(&mut *lock_buffer(&buffer));
+            if waiting.is_empty() {
+                return;
+            }
+            let keys: Vec<&str> = waiting.iter().map(|w| w.key.as_str()).collect();
+            let key = baselines_key(&o.run, &keys);
+            let baselines: IndexMap<String, Baseline> = waiting
+                .into_iter()
+                .map(|w| (w.logical_id, w.baseline))
+                .collect();
+            let ids: Vec<String> = baselines.keys().cloned().collect();
+            let event = Event::BaselinesRecorded { baselines };
+            // Baselines that cannot be appended (the store failed, the lock is gone) are
             // only missing: drift then compares with the recorded properties, and the
-            // run's end reads it again.
+            // run's end reads them again.
             let appended = engine
                 .store
                 .append(
                     &o.stream,
-                    &NewEvent::new(o.key, event),
+                    &NewEvent::new(key, event),
                     &Precondition::HoldsLock(o.run),
                 )
                 .await;
             if appended.is_ok() {
-                lock_set(&recorded).insert(o.request.logical_id);
+                lock_set(&recorded).extend(ids);
             }
         });
         self.lock().push(handle);
@@ -335,4 +362,16 @@ impl Observations {
 
 fn lock_set(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
     set.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A baseline read, waiting to be appended.
+struct Observed {
+    /// The key its own event would have (`<token>/observed`).
+    key: String,
+    logical_id: String,
+    baseline: Baseline,
+}
+
+fn lock_buffer(buffer: &Mutex<Vec<Observed>>) -> std::sync::MutexGuard<'_, Vec<Observed>> {
+    buffer.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -529,6 +529,8 @@ async fn a_deploy_reads_each_baseline_once() {
         t["Resources"][format!("Extra{i}")] =
             json!({"Type": "AWS::SNS::Topic", "Properties": {"DisplayName": format!("extra {i}")}});
     }
+    // A store 20 ms away: reads end while earlier baselines are being appended.
+    rig.store.slow_appends(20);
     deploy_ok(&rig, &input("app", t)).await;
     let state = rig.state("app").await;
     let reads = rig.cloud.reads();
@@ -536,6 +538,27 @@ async fn a_deploy_reads_each_baseline_once() {
         assert!(r.baseline.is_some(), "{id} has a baseline");
         assert_eq!(reads.get(&r.physical_id), Some(&1), "{id} was read once");
     }
+    // The baselines went in together, not one event each.
+    let events = rig.events("app").await;
+    let batches: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::BaselinesRecorded { baselines } => Some(baselines.len()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        events
+            .iter()
+            .all(|e| !matches!(e.event, Event::BaselineRecorded { .. })),
+        "no baseline is left to the run's end"
+    );
+    assert_eq!(batches.iter().sum::<usize>(), state.resources.len());
+    assert!(
+        batches.len() * 3 <= state.resources.len(),
+        "{} resources, baseline events of {batches:?}",
+        state.resources.len()
+    );
 }
 
 #[tokio::test]

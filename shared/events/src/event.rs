@@ -361,6 +361,12 @@ pub enum Event {
         /// The baseline.
         baseline: Baseline,
     },
+    /// Baselines read after their resources' creates or updates, recorded together (the
+    /// reads of one run that ended while the previous ones were being appended).
+    BaselinesRecorded {
+        /// Logical id to its baseline.
+        baselines: IndexMap<String, Baseline>,
+    },
     /// `state refresh-observed` read a fresh baseline.
     BaselineRefreshed {
         /// The resource.
@@ -465,6 +471,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "ResourceImported",
     "ImportMarked",
     "BaselineRecorded",
+    "BaselinesRecorded",
     "BaselineRefreshed",
     "BaselineAccepted",
     "DriftChecked",
@@ -541,6 +548,7 @@ impl Event {
             Event::ResourceImported { .. } => "ResourceImported",
             Event::ImportMarked { .. } => "ImportMarked",
             Event::BaselineRecorded { .. } => "BaselineRecorded",
+            Event::BaselinesRecorded { .. } => "BaselinesRecorded",
             Event::BaselineRefreshed { .. } => "BaselineRefreshed",
             Event::BaselineAccepted { .. } => "BaselineAccepted",
             Event::DriftChecked { .. } => "DriftChecked",

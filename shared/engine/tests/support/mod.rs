@@ -139,6 +139,8 @@ pub struct FaultStore {
     limit: AtomicU64,
     /// Only the append at `limit` fails (a transient fault), not every one after it.
     once: AtomicBool,
+    /// Milliseconds each append takes (a store far away).
+    delay_ms: AtomicU64,
 }
 
 impl FaultStore {
@@ -149,7 +151,13 @@ impl FaultStore {
             appends: AtomicU64::new(0),
             limit: AtomicU64::new(u64::MAX),
             once: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Each append from now on takes `ms` milliseconds before it is stored.
+    pub fn slow_appends(&self, ms: u64) {
+        self.delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// How many appends were asked for so far (failed ones included).
@@ -193,6 +201,10 @@ impl EventStore for FaultStore {
                 "injected fault: append {n} of {stream} refused ({})",
                 event.key
             )));
+        }
+        let delay = self.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
         self.inner.append(stream, event, pre).await
     }

@@ -9,9 +9,10 @@ use aws_sdk_dynamodb::types::{CancellationReason, Put, TransactWriteItem, Update
 
 use super::bodies::Body;
 use super::locks::{LockOp, holder_of, lock_item};
+use super::pages::page_item;
 use super::{
-    COUNTER_SK, DynamoStore, EVENT_PREFIX, Item, LOCK_SK, MAX_ATTEMPTS, REGISTRY_PK,
-    TRANSIENT_REASONS, build_error, describe_reasons, is_transient, key_sk, n, put, s, seq_sk,
+    COUNTER_SK, DynamoStore, Item, LOCK_SK, MAX_ATTEMPTS, REGISTRY_PK, TRANSIENT_REASONS,
+    build_error, describe_reasons, is_transient, key_sk, n, put, s,
 };
 use crate::event;
 use crate::store::{StoreError, StoreResult, StreamId};
@@ -45,9 +46,10 @@ impl DynamoStore {
     // --- Writing events -----------------------------------------------------------------
 
     /// The transaction writing `events` (at consecutive positions, the first one above
-    /// the counter), with the lock's precondition and, when needed, the registry item.
-    /// Its items, in order: each event's item and its key's (`2i`, `2i + 1`), the counter
-    /// (`2n`), the lock (`2n + 1`, when there is one), the registry.
+    /// the counter) as one page, with the lock's precondition and, when needed, the
+    /// registry item. Its items, in order: the page (`0`), each event's key item
+    /// (`1 + i`), the counter (`1 + n`), the lock (`2 + n`, when there is one), the
+    /// registry.
     fn transaction(
         &self,
         events: &[Pending<'_>],
@@ -55,22 +57,25 @@ impl DynamoStore {
         register: bool,
     ) -> StoreResult<Vec<TransactWriteItem>> {
         let absent = "attribute_not_exists(sk)";
-        let mut items = Vec::with_capacity(2 * events.len() + 3);
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return Err(StoreError::Backend("a transaction of no events".into()));
+        };
+        let mut items = Vec::with_capacity(events.len() + 4);
+        // No old image in a cancellation reason for the page: it may be 400 KiB, and this
+        // condition only fails when the counter is broken.
+        items.push(
+            TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(page_item(events)))
+                        .condition_expression(absent)
+                        .build()
+                        .map_err(build_error)?,
+                )
+                .build(),
+        );
         for event in events {
-            // No old image in a cancellation reason for the event's item: it may be
-            // 350 KiB, and this condition only fails when the counter is broken.
-            items.push(
-                TransactWriteItem::builder()
-                    .put(
-                        Put::builder()
-                            .table_name(&self.table)
-                            .set_item(Some(event_item(event)))
-                            .condition_expression(absent)
-                            .build()
-                            .map_err(build_error)?,
-                    )
-                    .build(),
-            );
             items.push(put(
                 &self.table,
                 HashMap::from([
@@ -83,9 +88,6 @@ impl DynamoStore {
                 &[],
             )?);
         }
-        let (Some(first), Some(last)) = (events.first(), events.last()) else {
-            return Err(StoreError::Backend("a transaction of no events".into()));
-        };
         items.push(self.counter_advance(first.pk, first.seq - 1, last.seq)?);
         items.extend(lock_item(&self.table, first.pk, lock)?);
         if register {
@@ -226,24 +228,25 @@ impl DynamoStore {
         let count = events.len();
         // The keys first: a retried append is a success whatever the lock does.
         let taken: Vec<(usize, Option<Item>)> = (0..count)
-            .filter_map(|i| failed(2 * i + 1).map(|r| (i, r.item().cloned())))
+            .filter_map(|i| failed(1 + i).map(|r| (i, r.item().cloned())))
             .collect();
         if !taken.is_empty() {
             return Ok(Some(Written::KeysTaken(taken)));
         }
         if !matches!(lock, LockOp::None)
-            && let Some(reason) = failed(2 * count + 1)
+            && let Some(reason) = failed(count + 2)
         {
             return Ok(Some(Written::LockRefused(reason.item().cloned())));
         }
-        if failed(2 * count).is_some() {
+        if failed(count + 1).is_some() {
             return Ok(Some(Written::Moved));
         }
-        if let Some(i) = (0..count).find(|i| failed(2 * i).is_some()) {
+        if failed(0).is_some() {
+            let last = &events[count - 1];
             return Err(StoreError::Backend(format!(
                 "DynamoDB table {}: position {} of {} is already taken: the \
                  stream's sequence counter is behind its events",
-                self.table, events[i].seq, events[i].pk
+                self.table, last.seq, last.pk
             )));
         }
         if reasons.is_empty() {
@@ -281,26 +284,4 @@ impl DynamoStore {
         }
         Ok(Written::Moved)
     }
-}
-
-/// The item of an event.
-fn event_item(event: &Pending<'_>) -> Item {
-    let mut item: Item = HashMap::from([
-        ("pk".to_string(), s(event.pk)),
-        ("sk".to_string(), s(&seq_sk(EVENT_PREFIX, event.seq))),
-        ("seq".to_string(), n(event.seq)),
-        ("key".to_string(), s(event.key)),
-        ("type".to_string(), s(event.type_name)),
-        (
-            "v".to_string(),
-            n(u64::from(event::current_version(event.type_name))),
-        ),
-        ("at".to_string(), s(&event::now())),
-        ("digest".to_string(), s(event.digest)),
-    ]);
-    match event.body {
-        Body::Inline(json) => item.insert("body".to_string(), s(json)),
-        Body::S3(key) => item.insert("body_s3".to_string(), s(key)),
-    };
-    item
 }

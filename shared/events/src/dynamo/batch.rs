@@ -1,8 +1,8 @@
 //! Appends to one stream written together: the appends a process makes to a stream at
 //! once wait in its lane, and one writer at a time takes them from the front, as many as
-//! one transaction holds, and writes them at consecutive positions in one
-//! `TransactWriteItems`. The lane remembers the last position this process wrote, so a
-//! stream only this process writes to costs one request per transaction.
+//! one page holds, and writes them at consecutive positions in one `TransactWriteItems`.
+//! The lane remembers the last position this process wrote, so a stream only this
+//! process writes to costs one request per transaction.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -12,15 +12,10 @@ use tokio::sync::oneshot;
 use super::append::{Pending, Written};
 use super::bodies::Body;
 use super::locks::{LockOp, holder_of};
+use super::pages;
 use super::{DynamoStore, Item, LOCK_SK, MAX_ATTEMPTS, MAX_CONTENTION, get_n, get_s, key_sk};
 use crate::event::{self, Holder, NewEvent};
 use crate::store::{Appended, Precondition, StoreError, StoreResult, StreamId};
-
-/// Most events in one transaction: two items each, within `TransactWriteItems`' 100 with
-/// the counter, the lock and the registry item.
-pub(super) const MAX_BATCH: usize = 48;
-/// Most bytes of bodies in one transaction (a request is at most 4 MB).
-const MAX_BATCH_BYTES: usize = 3 * 1024 * 1024;
 
 /// The appends of this process to one stream, waiting to be written.
 #[derive(Debug, Default)]
@@ -51,8 +46,8 @@ impl Request {
 
 impl Lane {
     /// The appends at the front of the queue that one transaction can write: the same
-    /// precondition (one that takes or releases the lock goes alone), no key twice, within
-    /// [`MAX_BATCH`] events and [`MAX_BATCH_BYTES`].
+    /// precondition (one that takes or releases the lock goes alone), no key twice, and
+    /// what one page holds ([`pages::fits`]).
     fn next_batch(&self) -> Vec<Request> {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let Some(first) = queue.pop_front() else {
@@ -62,18 +57,21 @@ impl Lane {
             first.pre,
             Precondition::TakeLock(_) | Precondition::ReleaseLock(_)
         );
-        let mut bytes = first.json.len();
+        let mut bytes = pages::inline_bytes(&first.json);
         let mut keys = HashSet::from([first.key.clone()]);
         let mut batch = vec![first];
-        while !alone && batch.len() < MAX_BATCH {
-            let Some(next) = queue.front() else { break };
+        if alone {
+            return batch;
+        }
+        while let Some(next) = queue.front() {
+            let more = pages::inline_bytes(&next.json);
             if next.pre != batch[0].pre
                 || keys.contains(&next.key)
-                || bytes + next.json.len() > MAX_BATCH_BYTES
+                || !pages::fits(batch.len(), bytes, more)
             {
                 break;
             }
-            bytes += next.json.len();
+            bytes += more;
             keys.insert(next.key.clone());
             batch.extend(queue.pop_front());
         }

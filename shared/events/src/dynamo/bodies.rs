@@ -15,7 +15,9 @@ pub(super) enum Body {
 
 impl DynamoStore {
     /// Keeps a body in the item when it is small enough, else puts it in S3 under
-    /// `<pk>/<kind>/<seq>.json`.
+    /// `<pk>/<kind>/<seq>.json`, or for an event `<pk>/events/<seq>-<nonce>.json`: two
+    /// appenders racing for a position (or a rewrite and the body it replaces) never
+    /// share an object, so the one that deletes its own never deletes another's.
     pub(super) async fn place_body(
         &self,
         pk: &str,
@@ -34,7 +36,11 @@ impl DynamoStore {
                 self.table
             )));
         };
-        let key = format!("{pk}/{kind}/{seq:020}.json");
+        let key = if kind == "events" {
+            format!("{pk}/{kind}/{seq:020}-{:016x}.json", super::nonce())
+        } else {
+            format!("{pk}/{kind}/{seq:020}.json")
+        };
         let bytes = json.into_bytes();
         self.retrying(|| {
             self.s3

@@ -10,28 +10,30 @@
 //!
 //! | `pk` | `sk` | Attributes | What |
 //! |------|------|------------|------|
-//! | `<region>/<stack>` | `e#<seq>` | `seq` N, `key` S, `type` S, `v` N, `at` S, `digest` S, and `body` S (the event's JSON) or `body_s3` S (the S3 key of the JSON, when it is over 350 KiB) | One event of the stream |
+//! | `<region>/<stack>` | `e#<last>` | `seq` N (`last`), `first` N, `events` L of M: each `seq` N, `key` S, `type` S, `v` N, `at` S, `digest` S, and `body` S (the event's JSON) or `body_s3` S (the S3 key of the JSON, when it is over 350 KiB); `rev` N once rewritten | A page: the events at positions `first..=last`, written by one transaction (see [`pages`]). Versions before pages wrote one event an item, its attributes at the top level (`e#<seq>`, no `first` nor `events`): a page of one |
 //! | `<region>/<stack>` | `k#<key>` | `seq` N, `digest` S | An event's idempotency key: where the event with that key is, and a digest of its content (a key over 1000 bytes is stored as `k#sha256:<hex of its digest>`) |
 //! | `<region>/<stack>` | `lock` | `deploy_id` S, `holder` S (the [`Holder`] as JSON) | The stack's lock, present while held |
 //! | `<region>/<stack>` | `counter` | `seq` N | The last position written |
 //! | `<region>/<stack>` | `s#<seq>` | `seq` N, `at` S, and `body` S or `body_s3` S | A projection snapshot covering the stream up to `seq` |
 //! | `_streams` | `<region>/<stack>` | `region` S, `stack` S, `at` S | The stream registry, read by `streams()` |
 //!
-//! S3 keys: `<region>/<stack>/events/<seq>.json` and `<region>/<stack>/snapshots/<seq>.json`.
+//! S3 keys: `<region>/<stack>/events/<seq>-<nonce>.json` (older versions:
+//! `<region>/<stack>/events/<seq>.json`) and `<region>/<stack>/snapshots/<seq>.json`.
 //!
 //! # Appending
 //!
 //! The appends a process makes to one stream wait in the stream's lane; one writer at a
 //! time takes, from its front, the appends one transaction can hold (the same
 //! precondition, one taking or releasing the lock alone, no key twice, at most
-//! [`batch::MAX_BATCH`] events and 3 MiB of bodies) and writes them:
+//! [`pages::MAX_PAGE_EVENTS`] events and 320 KiB of inline bodies) and writes them:
 //!
 //! 1. (a consistent `GetItem` of `counter`, the last position written, `n`, when this
 //!    process does not know it: the lane keeps the end of its last write, or of its last
 //!    read of the stream;)
 //! 2. (a `PutObject` of a body to S3, when it is too large for an item;)
-//! 3. `TransactWriteItems`: put `e#<n+1>` .. `e#<n+k>` and each event's `k#<key>` (each
-//!    only if absent), move `counter` from `n` to `n + k` (only if it still says `n`),
+//! 3. `TransactWriteItems`: put the page `e#<n+k>` holding positions `n+1` .. `n+k` and
+//!    each event's `k#<key>` (each only if absent), move `counter` from `n` to `n + k`
+//!    (only if it still says `n`),
 //!    plus the precondition on `lock`: `TakeLock` puts it if it is absent or held by the
 //!    same deploy, `HoldsLock` checks that the deploy holds it (`ConditionCheck`),
 //!    `ReleaseLock` deletes it if it is absent or held by the deploy; plus the registry
@@ -46,8 +48,8 @@
 //! have no holes and follow the order in which events were written: a refused append (the
 //! lock, a conflict) takes none, an append cut short takes none, and a lock event can
 //! never land below an event written before it. A reader that resumes after the last
-//! position it saw (`events --follow`) misses nothing: when `e#<n+1>` is there, so is
-//! `e#<n>`. When another process took `n + 1` first (the counter's condition failed),
+//! position it saw (`events --follow`) misses nothing: when position `n+1` is there, so
+//! is `n`. When another process took `n + 1` first (the counter's condition failed),
 //! the writer reads the counter again and tries the next positions, after a random pause
 //! of a few milliseconds (at most [`MAX_CONTENTION`] times). Streams written by older
 //! versions (whose counter handed out positions before the write) may have holes below
@@ -85,6 +87,7 @@ mod append;
 mod batch;
 mod bodies;
 mod locks;
+mod pages;
 mod rewrite;
 mod snapshots;
 mod table;
@@ -389,7 +392,7 @@ impl DynamoStore {
             .insert(pk.to_string());
     }
 
-    /// Decodes an event item.
+    /// Decodes an event: an entry of a page, or an item holding one event.
     async fn stored_event(&self, stream: &StreamId, item: &Item) -> StoreResult<StoredEvent> {
         let seq = get_n(item, "seq")
             .or_else(|| {
@@ -469,11 +472,21 @@ impl EventStore for DynamoStore {
             .consistent_read(true);
         let mut events = Vec::new();
         for item in self.query_all("Query (events)", query).await? {
-            events.push(self.stored_event(stream, &item).await?);
+            let held = pages::entries(&item).map_err(|e| self.malformed_item(stream, &e))?;
+            for entry in held {
+                let event = self.stored_event(stream, entry).await?;
+                // The first page may begin below the positions asked for.
+                if event.seq >= first {
+                    events.push(event);
+                }
+            }
         }
-        if let Some(last) = events.last() {
-            // Most likely where the next append goes: it need not read the counter.
-            self.hint_end(&pk, last.seq);
+        // Most likely where the next append goes: it need not read the counter. (A
+        // stream read from its start with no event is most likely new: its end is 0.)
+        match events.last() {
+            Some(last) => self.hint_end(&pk, last.seq),
+            None if after == 0 => self.hint_end(&pk, 0),
+            None => {}
         }
         Ok(events)
     }
@@ -658,7 +671,8 @@ fn describe_reasons(reasons: &[CancellationReason]) -> String {
 }
 
 /// A number in `[0, 1)`, random enough to spread retries.
-fn random_fraction() -> f64 {
+/// A random number, different in each call (for names no two writers share).
+fn nonce() -> u64 {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u128(
         std::time::SystemTime::now()
@@ -666,7 +680,11 @@ fn random_fraction() -> f64 {
             .map(|d| d.as_nanos())
             .unwrap_or_default(),
     );
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+    hasher.finish()
+}
+
+fn random_fraction() -> f64 {
+    (nonce() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

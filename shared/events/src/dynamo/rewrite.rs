@@ -6,9 +6,10 @@
 //! 1. every event to rewrite is read (consistently), and must be of the type given;
 //! 2. the record is appended, with the precondition (a rewrite cut short after this is
 //!    named by its record, and running it again with the same record finishes it);
-//! 3. each event's new body is put (in the item, or over its S3 object), in one
-//!    transaction with the digest of its key item; a body that moved from S3 into the item
-//!    has its object deleted;
+//! 3. each page holding events to rewrite is put again with their new bodies (in the
+//!    page, or in a new S3 object), if nobody rewrote it since it was read (its `rev`), in
+//!    one transaction with the digests of their key items; the S3 objects of the bodies
+//!    replaced are then deleted;
 //! 4. every snapshot of the stream is deleted, with its S3 object.
 //!
 //! What DynamoDB and S3 keep beyond the store's reach (backups, point-in-time recovery,
@@ -20,10 +21,9 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 
-use super::bodies::Body;
+use super::pages::{REVISION, entry_at, entry_at_mut, set_body, span};
 use super::{
-    DynamoStore, EVENT_PREFIX, Item, SNAPSHOT_PREFIX, build_error, get_s, key_sk, n, s, s3_error,
-    seq_sk,
+    DynamoStore, Item, SNAPSHOT_PREFIX, build_error, get_n, get_s, key_sk, n, s, s3_error,
 };
 use crate::event::{self, Event};
 use crate::store::{Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId};
@@ -32,6 +32,12 @@ use crate::store::{Precondition, Rewrite, Rewritten, StoreError, StoreResult, St
 const RESIDUE: &str = "DynamoDB keeps earlier images of the items in on-demand backups, \
     point-in-time recovery and streams when they are enabled on the table, and a versioned \
     S3 bucket keeps earlier versions of the bodies kept there: the store cannot reach them";
+
+/// A page (or single-event item) to rewrite, as read, and the events of it to rewrite.
+struct PageRewrite<'a> {
+    item: Item,
+    changes: Vec<(u64, &'a Event)>,
+}
 
 impl DynamoStore {
     /// See [`EventStore::rewrite`](crate::store::EventStore::rewrite).
@@ -42,13 +48,30 @@ impl DynamoStore {
         pre: &Precondition,
     ) -> StoreResult<Rewritten> {
         let pk = stream.key();
-        let mut items = Vec::with_capacity(rewrite.events.len());
+        let mut pages: Vec<PageRewrite<'_>> = Vec::new();
         for (seq, event) in &rewrite.events {
-            items.push(self.event_to_rewrite(stream, *seq, event).await?);
+            let covers = |page: &PageRewrite<'_>| {
+                span(&page.item).is_some_and(|(first, last)| first <= *seq && *seq <= last)
+            };
+            let index = match pages.iter().position(covers) {
+                Some(index) => index,
+                None => {
+                    let item = self.page_holding(stream, *seq).await?.ok_or_else(|| {
+                        self.malformed_item(stream, &format!("there is no event {seq} to rewrite"))
+                    })?;
+                    pages.push(PageRewrite {
+                        item,
+                        changes: Vec::new(),
+                    });
+                    pages.len() - 1
+                }
+            };
+            self.check_type(stream, &pages[index].item, *seq, event)?;
+            pages[index].changes.push((*seq, event));
         }
         let record = self.append_event(stream, &rewrite.record, pre).await?;
-        for ((seq, event), item) in rewrite.events.iter().zip(items) {
-            self.rewrite_one(&pk, *seq, event, item).await?;
+        for page in pages {
+            self.rewrite_page(&pk, page).await?;
         }
         let snapshots_dropped = self.drop_snapshots(&pk).await?;
         Ok(Rewritten {
@@ -59,21 +82,16 @@ impl DynamoStore {
         })
     }
 
-    /// The item of the event at `seq`, which must be of `event`'s type.
-    async fn event_to_rewrite(
+    /// Checks that the event at `seq` in `item` is of `event`'s type.
+    fn check_type(
         &self,
         stream: &StreamId,
+        item: &Item,
         seq: u64,
         event: &Event,
-    ) -> StoreResult<Item> {
-        let item = self
-            .get(&stream.key(), &seq_sk(EVENT_PREFIX, seq))
-            .await?
-            .ok_or_else(|| {
-                self.malformed_item(stream, &format!("there is no event {seq} to rewrite"))
-            })?;
-        match get_s(&item, "type") {
-            Some(t) if t == event.type_name() => Ok(item),
+    ) -> StoreResult<()> {
+        match entry_at(item, seq).and_then(|entry| get_s(entry, "type")) {
+            Some(t) if t == event.type_name() => Ok(()),
             found => Err(self.malformed_item(
                 stream,
                 &format!(
@@ -85,31 +103,32 @@ impl DynamoStore {
         }
     }
 
-    /// Puts the new body of the event at `seq` (stored as `old`), and its digest in its key
-    /// item, at once.
-    async fn rewrite_one(&self, pk: &str, seq: u64, event: &Event, old: Item) -> StoreResult<()> {
-        let body = event.to_body();
-        let digest = event::digest(&body);
-        let json = serde_json::to_string(&body).expect("events serialize");
-        let placed = self.place_body(pk, "events", seq, json).await?;
-        let key = get_s(&old, "key")
-            .ok_or_else(|| StoreError::Backend(format!("event {seq} of {pk} has no key")))?
-            .to_string();
-        let old_object = get_s(&old, "body_s3").map(str::to_string);
-        let mut item = old;
-        item.remove("body");
-        item.remove("body_s3");
-        match &placed {
-            Body::Inline(json) => item.insert("body".to_string(), s(json)),
-            Body::S3(key) => item.insert("body_s3".to_string(), s(key)),
-        };
-        item.insert("digest".to_string(), s(&digest));
-        let v = u64::from(event::current_version(event.type_name()));
-        item.insert("v".to_string(), n(v));
-        let writes = vec![
-            self.put_same_type(item, event.type_name())?,
-            self.set_key_digest(pk, &key, seq, &digest)?,
-        ];
+    /// Puts the new bodies of a page's events, and their digests in their key items, at
+    /// once; then deletes the S3 objects of the bodies they replace.
+    async fn rewrite_page(&self, pk: &str, page: PageRewrite<'_>) -> StoreResult<()> {
+        let PageRewrite { mut item, changes } = page;
+        let revision = get_n(&item, REVISION);
+        let mut writes = Vec::with_capacity(changes.len() + 1);
+        let mut replaced = Vec::new();
+        for (seq, event) in changes {
+            let body = event.to_body();
+            let digest = event::digest(&body);
+            let json = serde_json::to_string(&body).expect("events serialize");
+            let placed = self.place_body(pk, "events", seq, json).await?;
+            let entry = entry_at_mut(&mut item, seq)
+                .ok_or_else(|| StoreError::Backend(format!("event {seq} of {pk} is not there")))?;
+            let key = get_s(entry, "key")
+                .ok_or_else(|| StoreError::Backend(format!("event {seq} of {pk} has no key")))?
+                .to_string();
+            replaced.extend(get_s(entry, "body_s3").map(str::to_string));
+            set_body(entry, &placed);
+            entry.insert("digest".to_string(), s(&digest));
+            let v = u64::from(event::current_version(event.type_name()));
+            entry.insert("v".to_string(), n(v));
+            writes.push(self.set_key_digest(pk, &key, seq, &digest)?);
+        }
+        item.insert(REVISION.to_string(), n(revision.unwrap_or(0) + 1));
+        writes.insert(0, self.put_unchanged(item, revision)?);
         self.retrying(|| {
             self.db
                 .transact_write_items()
@@ -118,23 +137,29 @@ impl DynamoStore {
         })
         .await
         .map_err(|e| self.backend("TransactWriteItems (rewrite)", &e))?;
-        if let (Some(object), Body::Inline(_)) = (old_object, &placed) {
+        // Each new body put in S3 has a key of its own: every replaced object is garbage.
+        for object in replaced {
             self.delete_object(&object).await?;
         }
         Ok(())
     }
 
-    /// A `Put` of an event item, if the item there is still of `type_name`.
-    fn put_same_type(&self, item: Item, type_name: &str) -> StoreResult<TransactWriteItem> {
+    /// A `Put` of a page, if nobody rewrote it since it was read (its revision is still
+    /// `revision`).
+    fn put_unchanged(&self, item: Item, revision: Option<u64>) -> StoreResult<TransactWriteItem> {
         let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("#t = :t")
-            .expression_attribute_names("#t", "type")
-            .expression_attribute_values(":t", s(type_name))
-            .build()
-            .map_err(build_error)?;
-        Ok(TransactWriteItem::builder().put(put).build())
+            .expression_attribute_names("#rev", REVISION);
+        let put = match revision {
+            Some(revision) => put
+                .condition_expression("#rev = :rev")
+                .expression_attribute_values(":rev", n(revision)),
+            None => put.condition_expression("attribute_exists(sk) AND attribute_not_exists(#rev)"),
+        };
+        Ok(TransactWriteItem::builder()
+            .put(put.build().map_err(build_error)?)
+            .build())
     }
 
     /// An `Update` of the digest of the key item of `key`, if it still points at `seq`.

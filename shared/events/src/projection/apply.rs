@@ -113,6 +113,11 @@ impl StackState {
                 logical_id,
                 baseline,
             } => self.baseline_set(logical_id, baseline),
+            Event::BaselinesRecorded { baselines } => {
+                for (logical_id, baseline) in baselines {
+                    self.baseline_set(logical_id, baseline);
+                }
+            }
             Event::BaselineAccepted {
                 logical_id,
                 observed,

@@ -462,6 +462,23 @@ fn samples() -> Vec<Event> {
                 observed: observed.clone(),
             },
         },
+        Event::BaselinesRecorded {
+            baselines: [
+                (
+                    "Q".to_string(),
+                    Baseline::Recorded {
+                        observed: observed.clone(),
+                    },
+                ),
+                (
+                    "R".to_string(),
+                    Baseline::Refused {
+                        cause: RefusalCause::UnverifiableParameter,
+                    },
+                ),
+            ]
+            .into(),
+        },
         Event::BaselineRefreshed {
             logical_id: "Q".into(),
             baseline: Baseline::Refused {
