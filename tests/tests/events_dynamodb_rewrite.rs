@@ -1,6 +1,7 @@
 //! Rewriting stored events in place on the DynamoDB store, against the local emulator: the
 //! conformance check, then no item and no S3 object of the stream keeps the old bodies;
-//! and the store's pages (the events of one transaction in one item) read and rewritten.
+//! the store's pages (the events of one transaction in one item) read and rewritten; and
+//! large bodies of processes racing for one position kept apart.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -260,5 +261,61 @@ async fn pages_hold_appends_written_together_and_old_items_still_read() {
             None => assert_eq!(now, before, "event {} must not change", now.seq),
         }
         assert_eq!((before.seq, &before.key), (now.seq, &now.key));
+    }
+}
+
+/// Two processes racing for the same positions with bodies too large for an item: each
+/// puts its body in S3 before its transaction, and the loser deletes its own. The objects
+/// are named per attempt, so the winner's body is never the one deleted (they shared a
+/// name, and a lost race deleted the stored event's body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_processes_never_delete_each_others_bodies() {
+    let emulator = Emulator::shared().await;
+    let db = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+    let s3 = emulator.s3().await;
+    let table = unique_name("stackflow-race");
+    DynamoStore::create_table_if_missing(&db, &table)
+        .await
+        .unwrap();
+    let bucket = unique_name("stackflow-race-bodies");
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let stream = StreamId::new("us-east-1", unique_name("race"));
+    let big = stackflow_events::dynamo::INLINE_BODY_LIMIT + 1;
+    let mut appends = Vec::new();
+    for process in 0..2 {
+        // A store of its own: a lane of its own, as another process has.
+        let store = Arc::new(DynamoStore::new(
+            db.clone(),
+            s3.clone(),
+            &table,
+            Some(bucket.clone()),
+        ));
+        for i in 0..4 {
+            let (store, stream) = (store.clone(), stream.clone());
+            let id = format!("P{process}R{i}");
+            appends.push(tokio::spawn(async move {
+                let event = NewEvent::new(format!("d1/{id}/create/done"), created(&id, big));
+                store
+                    .append(&stream, &event, &Precondition::None)
+                    .await
+                    .unwrap();
+                event
+            }));
+        }
+    }
+    let mut appended = Vec::new();
+    for append in appends {
+        appended.push(append.await.unwrap());
+    }
+    let reader = DynamoStore::new(db.clone(), s3.clone(), &table, Some(bucket.clone()));
+    let read = reader.read(&stream, 0).await.expect("every body is there");
+    assert_eq!(read.len(), appended.len());
+    for event in &appended {
+        let stored = read.iter().find(|e| e.key == event.key).expect("stored");
+        assert_eq!(
+            stored.event, event.event,
+            "{} keeps its own body",
+            event.key
+        );
     }
 }
