@@ -7,7 +7,9 @@ use clap::{ArgAction, Args, Parser, Subcommand};
 use crate::store::StoreSpec;
 
 mod engine;
+mod synth;
 pub use engine::*;
+pub use synth::*;
 
 /// Deploy CloudFormation templates and CDK apps without CloudFormation.
 ///
@@ -200,6 +202,12 @@ pub enum Command {
     Engine(EngineCommand),
     /// Recent runs of the engine's state machines (deploy, destroy, rollback), newest first
     Executions(ExecutionsArgs),
+    /// Run the CDK app (`app` in ./cdk.json, or --app) into a cloud assembly, as `cdk
+    /// synth` does, and list its stacks
+    Synth(SynthCommandArgs),
+    /// The stacks of a cdk.out (the CDK app of ./cdk.json is run first when no PATH is
+    /// given), in deployment order
+    List(ListArgs),
     /// Print a completion script for a shell, e.g. `stackflow completions bash >
     /// /etc/bash_completion.d/stackflow`, or `source <(stackflow completions zsh)`
     Completions(CompletionsArgs),
@@ -466,9 +474,13 @@ pub struct ScrubArgs {
 /// Arguments of `stackflow diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// A template file (.json, .yaml, .yml, .template) or a cdk.out directory
+    /// A template file (.json, .yaml, .yml, .template) or a cdk.out directory (default:
+    /// the CDK app of ./cdk.json, synthesized first)
     #[arg(value_name = "PATH")]
-    pub path: PathBuf,
+    pub path: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub synth: SynthArgs,
 
     /// Only these stacks of a cdk.out (repeatable): names or display paths (`Stage/Api`),
     /// with `*` (within a path segment), `**` and `?`; the stacks they depend on come too
@@ -528,9 +540,13 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 pub struct DeployArgs {
     /// A template file (.json, .yaml, .yml, .template), a cdk.out directory, or a plan
-    /// saved by `stackflow diff --out`
+    /// saved by `stackflow diff --out` (default: the CDK app of ./cdk.json, synthesized
+    /// first)
     #[arg(value_name = "PATH")]
-    pub path: PathBuf,
+    pub path: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub synth: SynthArgs,
 
     /// Only these stacks of a cdk.out (repeatable): names or display paths (`Stage/Api`),
     /// with `*` (within a path segment), `**` and `?`; the stacks they depend on come too

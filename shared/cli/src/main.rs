@@ -12,6 +12,7 @@ mod render;
 mod select;
 mod setup;
 mod store;
+mod synth;
 mod timeline;
 mod waves;
 

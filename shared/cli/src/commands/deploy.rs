@@ -46,7 +46,8 @@ fn print_reports(reports: &[StackReport], json: bool, operation: &str) -> anyhow
 
 pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<ExitCode> {
     // A plan saved by `diff --out`: its stacks, from the template it was made from.
-    let saved = SavedPlan::read(&args.path)?;
+    let source = crate::synth::assembly(global, args.path.clone(), &args.synth).await?;
+    let saved = SavedPlan::read(&source)?;
     let (path, patterns, exclusively, given) = match &saved {
         Some(saved) => (
             saved.source.clone(),
@@ -55,7 +56,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
             saved.parameters(&args.parameters),
         ),
         None => (
-            args.path.clone(),
+            source.clone(),
             args.stacks.clone(),
             args.exclusively,
             args.parameters.clone(),

@@ -14,8 +14,9 @@ use crate::store::{Store, StoreSpec, local_file};
 use super::review::{SavedPlan, saved_stack};
 
 pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let stacks = load_path(&args.path)?;
-    let mut stacks = select_with(stacks, &args.stacks, args.path.is_dir(), args.exclusively)?;
+    let path = crate::synth::assembly(global, args.path.clone(), &args.synth).await?;
+    let stacks = load_path(&path)?;
+    let mut stacks = select_with(stacks, &args.stacks, path.is_dir(), args.exclusively)?;
     check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &args.parameters)?;
 
@@ -47,7 +48,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
             &setup.region,
             setup.account_id.as_deref(),
             &stacks,
-            use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &args.path),
+            use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path),
         )
         .await?
         .rewrite(&mut stacks);
@@ -80,7 +81,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         plans.push(plan);
     }
     if let Some(out) = &args.out {
-        SavedPlan::new(&args.path, &setup.region, saved)?.write(out)?;
+        SavedPlan::new(&path, &setup.region, saved)?.write(out)?;
         eprintln!(
             "plan saved to {}: `stackflow deploy {}` applies exactly this plan",
             out.display(),

@@ -13,6 +13,7 @@ mod remote;
 mod review;
 mod scrub;
 mod state;
+mod synth;
 
 use std::process::ExitCode;
 
@@ -59,7 +60,10 @@ pub async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if cli.global.regions.len() > 1 && !matches!(cli.command, Command::Bootstrap(_)) {
         anyhow::bail!("give --region once (only `stackflow bootstrap` takes several)");
     }
-    if !matches!(cli.command, Command::Bootstrap(_) | Command::Completions(_)) {
+    if !matches!(
+        cli.command,
+        Command::Bootstrap(_) | Command::Completions(_) | Command::Synth(_) | Command::List(_)
+    ) {
         crate::setup::resolve_store(&mut cli.global).await?;
     }
     match cli.command {
@@ -85,6 +89,8 @@ pub async fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Engine(EngineCommand::Destroy(args)) => engine::destroy(&cli.global, args).await,
         Command::Engine(EngineCommand::Status(args)) => engine::status(&cli.global, args).await,
         Command::Executions(args) => executions::run(&cli.global, args).await,
+        Command::Synth(args) => synth::synth(&cli.global, args).await,
+        Command::List(args) => synth::list(&cli.global, args).await,
         Command::Completions(args) => {
             use clap::CommandFactory as _;
             let mut command = Cli::command();
