@@ -132,3 +132,71 @@ async fn a_cdk_app_is_synthesized_and_deployed_from_its_folder() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A cloud assembly whose stack CDK pinned to another region (manifest `environment`) is
+/// refused before anything is made, naming the stack and its environment; a stack pinned
+/// to the region and account the command runs in deploys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_pinned_to_another_environment_is_refused_before_any_change() {
+    let emu = Emulator::shared().await;
+    let tag = unique_name("env").to_lowercase().replace('_', "-");
+    let dir = std::env::temp_dir().join(&tag);
+    let out = dir.join("cdk.out");
+    std::fs::create_dir_all(&out).unwrap();
+    let account = stackflow_tests::emulator::ACCOUNT_ID;
+    let stack = |id: &str, env: &str| {
+        serde_json::json!({"type": "aws:cloudformation:stack", "environment": env,
+            "properties": {"templateFile": format!("{id}.template.json"), "stackName": format!("{tag}-{id}")}})
+    };
+    let manifest = serde_json::json!({"version": "36.0.0", "artifacts": {
+        "Here": stack("here", &format!("aws://{account}/us-east-1")),
+        "Away": stack("away", &format!("aws://{account}/eu-west-1")),
+    }});
+    std::fs::write(out.join("manifest.json"), manifest.to_string()).unwrap();
+    for id in ["here", "away"] {
+        let template = serde_json::json!({"Resources": {"Queue": {"Type": "AWS::SQS::Queue",
+            "Properties": {"QueueName": format!("{tag}-{id}")}}}});
+        std::fs::write(
+            out.join(format!("{id}.template.json")),
+            template.to_string(),
+        )
+        .unwrap();
+    }
+    let cli = Cli::local(&dir, emu.endpoint().to_string());
+    let sqs = aws_sdk_sqs::Client::new(&emu.sdk_config().await);
+
+    let refused = cli.run(&["deploy", "cdk.out"]);
+    assert_eq!(refused.code, Some(1), "{}", refused.describe());
+    assert!(
+        refused.stderr.contains(&format!(
+            "{tag}-away: aws://{account}/eu-west-1 (region eu-west-1, not us-east-1)"
+        )),
+        "{}",
+        refused.describe()
+    );
+    assert!(!refused.stderr.contains(&format!("{tag}-here:")));
+    for id in ["here", "away"] {
+        let queue = sqs
+            .get_queue_url()
+            .queue_name(format!("{tag}-{id}"))
+            .send()
+            .await;
+        assert!(queue.is_err(), "{id}: nothing is made before the refusal");
+    }
+    let list = cli.run(&["list", "cdk.out", "--long"]);
+    assert!(
+        list.stdout
+            .contains(&format!("environment: aws://{account}/eu-west-1")),
+        "{}",
+        list.describe()
+    );
+
+    let here = cli.run(&["deploy", "cdk.out", "--stack", &format!("{tag}-here")]);
+    assert_eq!(here.code, Some(0), "{}", here.describe());
+    sqs.get_queue_url()
+        .queue_name(format!("{tag}-here"))
+        .send()
+        .await
+        .expect("the stack pinned here is deployed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

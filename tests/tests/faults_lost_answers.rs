@@ -215,6 +215,7 @@ fn stack(probe: &Probe, tag: &str) -> StackTemplate {
         parameters: Default::default(),
         nested: Default::default(),
         assets: None,
+        environment: Default::default(),
     }
 }
 

@@ -221,6 +221,7 @@ fn stack(tag: &str) -> StackTemplate {
         parameters: Default::default(),
         nested: Default::default(),
         assets: None,
+        environment: Default::default(),
     }
 }
 

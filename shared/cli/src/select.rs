@@ -220,6 +220,7 @@ mod tests {
             parameters: IndexMap::new(),
             nested: IndexMap::new(),
             assets: None,
+            environment: Default::default(),
         }
     }
 

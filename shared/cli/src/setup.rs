@@ -52,6 +52,35 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// Refuses stacks that a cloud assembly pins to another region or account than the
+    /// one this command runs in: each would otherwise be made in the wrong place. Every
+    /// such stack is named at once, before any call that changes AWS.
+    pub fn check_environments(&self, stacks: &[StackTemplate]) -> anyhow::Result<()> {
+        let elsewhere: Vec<String> = stacks
+            .iter()
+            .filter_map(|s| {
+                let why = s
+                    .environment
+                    .mismatch(&self.region, self.account_id.as_deref())?;
+                Some(format!("  {}: {} ({why})", s.name, s.environment))
+            })
+            .collect();
+        if elsewhere.is_empty() {
+            return Ok(());
+        }
+        let here = match &self.account_id {
+            Some(account) => format!("{}, account {account}", self.region),
+            None => self.region.clone(),
+        };
+        anyhow::bail!(
+            "the cloud assembly pins these stacks to another environment (manifest.json \
+             `environment`), and this command runs in {here}:\n{}\nstackflow does not switch \
+             a stack's region or account yet: run it with --region (and credentials of the \
+             stack's account), or leave it out with --stack",
+            elsewhere.join("\n")
+        )
+    }
+
     /// What the engine deploys for `stack`, in this region and account.
     pub fn input(&self, stack: StackTemplate, parameters: BoundParameters) -> StackInput {
         StackInput {

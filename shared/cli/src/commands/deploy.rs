@@ -69,6 +69,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &given)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
+    setup.check_environments(&stacks)?;
     let assets = Assets::prepare(
         &crate::aws::load(global).await,
         &setup.region,

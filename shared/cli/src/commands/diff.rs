@@ -38,6 +38,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         false,
     )
     .await?;
+    setup.check_environments(&stacks)?;
     // Where the assets would be published: in a region that keeps them in stackflow's
     // bucket, the references point there (and show as changes until a deploy repoints
     // the resources). Without the account (offline) the destinations cannot be named:

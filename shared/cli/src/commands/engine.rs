@@ -373,6 +373,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         parameters,
         nested: IndexMap::new(),
         assets: None,
+        environment: Default::default(),
     };
     let bound = bind_all(std::slice::from_ref(&stack), &template_parameters)?;
     let code_key = stack.parameters["BootstrapKey"].clone();

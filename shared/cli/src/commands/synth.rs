@@ -47,6 +47,9 @@ fn print_stacks(path: &Path, long: bool, json: bool) -> anyhow::Result<ExitCode>
             }
             _ => println!("{}", stack.name),
         }
+        if stack.environment != Default::default() {
+            println!("  environment: {}", stack.environment);
+        }
         println!("  template: {}", stack.file.display());
         println!("  resources: {}", stack.template.resources.len());
         if !stack.dependencies.is_empty() {
@@ -66,5 +69,9 @@ fn stack_json(stack: &StackTemplate, long: bool) -> Value {
         "template": stack.file.display().to_string(),
         "resources": stack.template.resources.len(),
         "dependencies": stack.dependencies,
+        "environment": {
+            "account": stack.environment.account,
+            "region": stack.environment.region,
+        },
     })
 }

@@ -8,7 +8,9 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use super::confine::Root;
-use super::{NestedTemplate, StackTemplate, Template, load_template_file, read_bounded};
+use super::{
+    Environment, NestedTemplate, StackTemplate, Template, load_template_file, read_bounded,
+};
 use crate::error::{ErrorKind, Path, Result, TemplateError};
 use crate::limits::{MAX_NESTED_STACK_DEPTH, MAX_NESTED_STACKS, MAX_TEMPLATE_BYTES, show_bytes};
 
@@ -208,6 +210,11 @@ fn stack_artifact(
         .get("displayName")
         .and_then(Value::as_str)
         .map(str::to_string);
+    let environment = artifact
+        .get("environment")
+        .and_then(Value::as_str)
+        .and_then(Environment::parse)
+        .unwrap_or_default();
     Ok(StackTemplate {
         name,
         display_name,
@@ -217,6 +224,7 @@ fn stack_artifact(
         parameters: stack_parameters(&props),
         nested,
         assets: None,
+        environment,
     })
 }
 

@@ -42,6 +42,58 @@ pub struct StackTemplate {
     /// The stack's asset manifest (`<Stack>.assets.json` of a cloud assembly), when it
     /// has one.
     pub assets: Option<PathBuf>,
+    /// Where a cloud assembly pins the stack (its manifest `environment`).
+    pub environment: Environment,
+}
+
+/// The account and region a cloud assembly pins a stack to (`aws://<account>/<region>`);
+/// each is `None` when the stack is environment-agnostic there (`unknown-account`,
+/// `unknown-region`), and both for a template file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    pub account: Option<String>,
+    pub region: Option<String>,
+}
+
+impl Environment {
+    /// Reads a manifest's `aws://<account>/<region>`; `None` when it is not of that form.
+    pub fn parse(text: &str) -> Option<Environment> {
+        let (account, region) = text.strip_prefix("aws://")?.split_once('/')?;
+        let known = |v: &str, unknown: &str| (!v.is_empty() && v != unknown).then(|| v.to_string());
+        Some(Environment {
+            account: known(account, "unknown-account"),
+            region: known(region, "unknown-region"),
+        })
+    }
+
+    /// What differs between this environment and the `region` and `account` a command
+    /// runs in (an unknown account differs from none).
+    pub fn mismatch(&self, region: &str, account: Option<&str>) -> Option<String> {
+        let mut differ = Vec::new();
+        if let Some(pinned) = self.region.as_deref().filter(|r| *r != region) {
+            differ.push(format!("region {pinned}, not {region}"));
+        }
+        if let Some(pinned) = self.account.as_deref()
+            && account.is_some_and(|a| a != pinned)
+        {
+            differ.push(format!(
+                "account {pinned}, not {}",
+                account.unwrap_or_default()
+            ));
+        }
+        (!differ.is_empty()).then(|| differ.join(", "))
+    }
+}
+
+impl std::fmt::Display for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "aws://{}/{}",
+            self.account.as_deref().unwrap_or("unknown-account"),
+            self.region.as_deref().unwrap_or("unknown-region")
+        )
+    }
 }
 
 /// The template of a nested stack (`AWS::CloudFormation::Stack`) found in a cloud assembly.
@@ -160,12 +212,35 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
         parameters: IndexMap::new(),
         nested,
         assets: None,
+        environment: Environment::default(),
     }])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environments_read_as_cdk_writes_them() {
+        let pinned = Environment::parse("aws://111111111111/eu-west-1").unwrap();
+        assert_eq!(pinned.account.as_deref(), Some("111111111111"));
+        assert_eq!(pinned.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(pinned.to_string(), "aws://111111111111/eu-west-1");
+        let agnostic = Environment::parse("aws://unknown-account/unknown-region").unwrap();
+        assert_eq!(agnostic, Environment::default());
+        assert_eq!(agnostic.mismatch("us-east-1", Some("2")), None);
+        assert_eq!(Environment::parse("gcp://x/y"), None);
+        assert_eq!(pinned.mismatch("eu-west-1", Some("111111111111")), None);
+        assert_eq!(
+            pinned.mismatch("eu-west-1", None),
+            None,
+            "an account not known"
+        );
+        assert_eq!(
+            pinned.mismatch("us-east-1", Some("222222222222")).unwrap(),
+            "region eu-west-1, not us-east-1, account 111111111111, not 222222222222"
+        );
+    }
 
     #[test]
     fn stack_names_from_files() {
