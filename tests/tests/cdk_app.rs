@@ -3,7 +3,8 @@
 //! works: `list` and `synth` run the app from its `cdk.json` (with `-c` context); `deploy`
 //! with no PATH synthesizes it and deploys both stacks, the consumer after the producer
 //! whose export it imports; each resource is read back through the AWS APIs; a second
-//! deploy changes nothing; `destroy` removes both.
+//! deploy changes nothing; `destroy` removes both. And stacks pinned to environments:
+//! deployed in their region, refused for another account.
 
 use std::path::{Path, PathBuf};
 
@@ -133,11 +134,12 @@ async fn a_cdk_app_is_synthesized_and_deployed_from_its_folder() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A cloud assembly whose stack CDK pinned to another region (manifest `environment`) is
-/// refused before anything is made, naming the stack and its environment; a stack pinned
-/// to the region and account the command runs in deploys.
+/// A cloud assembly whose stacks CDK pinned to environments (manifest `environment`): a
+/// stack pinned to another account is refused before anything is made, naming it and
+/// what differs; a stack pinned to another region is deployed there (read back in that
+/// region, absent from the command's), recorded under that region, and destroyed there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stack_pinned_to_another_environment_is_refused_before_any_change() {
+async fn stacks_go_to_the_region_they_are_pinned_to_and_never_to_another_account() {
     let emu = Emulator::shared().await;
     let tag = unique_name("env").to_lowercase().replace('_', "-");
     let dir = std::env::temp_dir().join(&tag);
@@ -151,11 +153,13 @@ async fn a_stack_pinned_to_another_environment_is_refused_before_any_change() {
     let manifest = serde_json::json!({"version": "36.0.0", "artifacts": {
         "Here": stack("here", &format!("aws://{account}/us-east-1")),
         "Away": stack("away", &format!("aws://{account}/eu-west-1")),
+        "Foreign": stack("foreign", "aws://111111111111/us-east-1"),
     }});
     std::fs::write(out.join("manifest.json"), manifest.to_string()).unwrap();
-    for id in ["here", "away"] {
+    for id in ["here", "away", "foreign"] {
         let template = serde_json::json!({"Resources": {"Queue": {"Type": "AWS::SQS::Queue",
-            "Properties": {"QueueName": format!("{tag}-{id}")}}}});
+            "Properties": {"QueueName": format!("{tag}-{id}")}}},
+            "Outputs": {"Region": {"Value": {"Ref": "AWS::Region"}}}});
         std::fs::write(
             out.join(format!("{id}.template.json")),
             template.to_string(),
@@ -163,25 +167,37 @@ async fn a_stack_pinned_to_another_environment_is_refused_before_any_change() {
         .unwrap();
     }
     let cli = Cli::local(&dir, emu.endpoint().to_string());
-    let sqs = aws_sdk_sqs::Client::new(&emu.sdk_config().await);
+    let config = emu.sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let sqs_away = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(&config)
+            .region(aws_sdk_sqs::config::Region::new("eu-west-1"))
+            .build(),
+    );
+    let exists = |client: &aws_sdk_sqs::Client, id: &str| {
+        let (client, name) = (client.clone(), format!("{tag}-{id}"));
+        async move { client.get_queue_url().queue_name(name).send().await.is_ok() }
+    };
 
     let refused = cli.run(&["deploy", "cdk.out"]);
     assert_eq!(refused.code, Some(1), "{}", refused.describe());
     assert!(
         refused.stderr.contains(&format!(
-            "{tag}-away: aws://{account}/eu-west-1 (region eu-west-1, not us-east-1)"
+            "{tag}-foreign: aws://111111111111/us-east-1 (account 111111111111, not {account})"
         )),
         "{}",
         refused.describe()
     );
-    assert!(!refused.stderr.contains(&format!("{tag}-here:")));
-    for id in ["here", "away"] {
-        let queue = sqs
-            .get_queue_url()
-            .queue_name(format!("{tag}-{id}"))
-            .send()
-            .await;
-        assert!(queue.is_err(), "{id}: nothing is made before the refusal");
+    assert!(!refused.stderr.contains(&format!("{tag}-away:")));
+    for id in ["here", "away", "foreign"] {
+        assert!(
+            !exists(&sqs, id).await,
+            "{id}: nothing is made before the refusal"
+        );
+        assert!(
+            !exists(&sqs_away, id).await,
+            "{id}: nothing is made before the refusal"
+        );
     }
     let list = cli.run(&["list", "cdk.out", "--long"]);
     assert!(
@@ -191,12 +207,43 @@ async fn a_stack_pinned_to_another_environment_is_refused_before_any_change() {
         list.describe()
     );
 
-    let here = cli.run(&["deploy", "cdk.out", "--stack", &format!("{tag}-here")]);
-    assert_eq!(here.code, Some(0), "{}", here.describe());
-    sqs.get_queue_url()
-        .queue_name(format!("{tag}-here"))
-        .send()
-        .await
-        .expect("the stack pinned here is deployed");
+    let (here, away) = (format!("{tag}-here"), format!("{tag}-away"));
+    let deploy = cli.run(&[
+        "deploy",
+        "cdk.out",
+        "--stack",
+        &here,
+        "--stack",
+        &away,
+        "--outputs-file",
+        "outputs.json",
+    ]);
+    assert_eq!(deploy.code, Some(0), "{}", deploy.describe());
+    assert!(exists(&sqs, "here").await, "the stack pinned here is here");
+    assert!(
+        exists(&sqs_away, "away").await,
+        "the stack pinned to eu-west-1 is there"
+    );
+    assert!(
+        !exists(&sqs, "away").await,
+        "and not in the command's region"
+    );
+    let outputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+    assert_eq!(outputs[&here]["Region"], "us-east-1");
+    assert_eq!(
+        outputs[&away]["Region"], "eu-west-1",
+        "AWS::Region is the stack's"
+    );
+
+    let shown = cli.run(&["--region", "eu-west-1", "state", "show", "--stack", &away]);
+    assert_eq!(shown.code, Some(0), "{}", shown.describe());
+    assert!(shown.stdout.contains("Queue"), "{}", shown.describe());
+    let destroy = cli.run(&["--region", "eu-west-1", "destroy", "--stack", &away]);
+    assert_eq!(destroy.code, Some(0), "{}", destroy.describe());
+    assert!(
+        !exists(&sqs_away, "away").await,
+        "destroyed where it was made"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

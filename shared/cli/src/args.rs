@@ -28,7 +28,7 @@ pub struct Cli {
 }
 
 /// Options every command takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// AWS region (default: AWS_REGION or the profile's region); `bootstrap` takes it
     /// more than once

@@ -45,6 +45,7 @@ pub fn stop_on_ctrl_c() -> watch::Receiver<bool> {
     rx
 }
 
+#[derive(Clone)]
 pub struct Setup {
     pub engine: Arc<Engine<Store>>,
     pub region: String,
@@ -56,12 +57,20 @@ impl Setup {
     /// one this command runs in: each would otherwise be made in the wrong place. Every
     /// such stack is named at once, before any call that changes AWS.
     pub fn check_environments(&self, stacks: &[StackTemplate]) -> anyhow::Result<()> {
+        self.check_pinned(stacks, false)
+    }
+
+    /// [`Self::check_environments`], for a command that deploys each stack in the region
+    /// it is pinned to (`any_region`): only another account is refused.
+    pub fn check_pinned(&self, stacks: &[StackTemplate], any_region: bool) -> anyhow::Result<()> {
         let elsewhere: Vec<String> = stacks
             .iter()
             .filter_map(|s| {
-                let why = s
-                    .environment
-                    .mismatch(&self.region, self.account_id.as_deref())?;
+                let region = match (&s.environment.region, any_region) {
+                    (Some(pinned), true) => pinned.as_str(),
+                    _ => self.region.as_str(),
+                };
+                let why = s.environment.mismatch(region, self.account_id.as_deref())?;
                 Some(format!("  {}: {} ({why})", s.name, s.environment))
             })
             .collect();
@@ -75,10 +84,44 @@ impl Setup {
         anyhow::bail!(
             "the cloud assembly pins these stacks to another environment (manifest.json \
              `environment`), and this command runs in {here}:\n{}\nstackflow does not switch \
-             a stack's region or account yet: run it with --region (and credentials of the \
-             stack's account), or leave it out with --stack",
-            elsewhere.join("\n")
+             a stack's account yet{}: run it with credentials of the stack's account (and \
+             --region), or leave it out with --stack",
+            elsewhere.join("\n"),
+            if any_region {
+                ""
+            } else {
+                " (`deploy` switches regions; this command does not)"
+            }
         )
+    }
+
+    /// This setup in another region: the same store, digest key and progress, the
+    /// providers and lookups of `region`.
+    pub async fn in_region(&self, global: &GlobalArgs, region: &str) -> anyhow::Result<Setup> {
+        if region == self.region {
+            return Ok(self.clone());
+        }
+        let mut there = global.clone();
+        there.regions = vec![region.to_string()];
+        let config = aws::load(&there).await;
+        let engine = &self.engine;
+        let providers = providers(&there, &config, region, self.account_id.as_deref());
+        Ok(Setup {
+            engine: Arc::new(Engine {
+                store: engine.store.clone(),
+                providers: Arc::new(providers),
+                lookups: Arc::new(AwsLookups::new(&config)),
+                region: region.to_string(),
+                who: engine.who.clone(),
+                cloudformation_fallback: engine.cloudformation_fallback,
+                progress: engine.progress.clone(),
+                stale: engine.stale.clone(),
+                digest_key: engine.digest_key.clone(),
+                lease: engine.lease,
+            }),
+            region: region.to_string(),
+            account_id: self.account_id.clone(),
+        })
     }
 
     /// What the engine deploys for `stack`, in this region and account.

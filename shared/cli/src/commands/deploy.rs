@@ -9,10 +9,12 @@ use stackflow_engine::{
 };
 
 use crate::args::{DeployArgs, DestroyArgs, GlobalArgs, RollbackArgs};
-use crate::assets::{Assets, use_cdk_bootstrap_assets};
+use crate::assets::use_cdk_bootstrap_assets;
 use crate::render;
 use crate::select::{bind_all, dependency_order, select_with};
 use crate::setup::{setup, stop_on_ctrl_c};
+
+use super::places::Places;
 use crate::waves::{Item, run_by_dependencies};
 
 use super::review::{SavedPlan, approve};
@@ -69,21 +71,24 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     check_stacks_placeholders(&stacks)?;
     let bound = bind_all(&stacks, &given)?;
     let setup = setup(global, !args.no_cfn_fallback, global.verbose).await?;
-    setup.check_environments(&stacks)?;
-    let assets = Assets::prepare(
-        &crate::aws::load(global).await,
-        &setup.region,
-        setup.account_id.as_deref(),
-        &stacks,
+    let places = Places::prepare(
+        global,
+        setup,
+        &mut stacks,
         use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path),
     )
     .await?;
-    assets.check()?;
-    assets.rewrite(&mut stacks);
     // Again after the rewrite, before anything is published or made.
     check_stacks_placeholders(&stacks)?;
     let remote = if args.remote.remote {
-        let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
+        if places.elsewhere() {
+            anyhow::bail!(
+                "--remote runs every stack in the engine's region ({}), and the cloud assembly \
+                 pins some to another: deploy those without --remote, or with --region",
+                places.home().region
+            );
+        }
+        let mut remote = super::remote::Remote::new(global, &args.remote, places.home()).await?;
         remote.json = args.json;
         Some(remote)
     } else {
@@ -99,8 +104,8 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
 
     // One prompt at a time, whatever runs at once.
     let prompts = tokio::sync::Mutex::new(());
-    let (setup, assets, remote, saved, args, options, prompts) =
-        (&setup, &assets, &remote, &saved, &args, &options, &prompts);
+    let (places, remote, saved, args, options, prompts) =
+        (&places, &remote, &saved, &args, &options, &prompts);
     let items = stacks
         .into_iter()
         .zip(bound)
@@ -112,7 +117,8 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
         .collect();
     let run = |(stack, parameters): (StackTemplate, _)| async move {
         // Before the stack's first resource starts (and before a remote run starts).
-        assets.publish(&stack.name).await?;
+        let setup = places.setup(&stack);
+        places.assets(&stack).publish(&stack.name).await?;
         let mut input = setup.input(stack, parameters);
         let mut options = options.clone();
         options.expected_plan = {
@@ -158,7 +164,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
             }
         }
     }
-    write_outputs(args, setup, &deployed).await?;
+    write_outputs(args, places, &deployed).await?;
     if let Some(code) = failed_remote {
         return Ok(code);
     }
@@ -195,7 +201,7 @@ impl Ended {
 /// too), as `{"Stack": {"Key": value}}`.
 async fn write_outputs(
     args: &DeployArgs,
-    setup: &crate::setup::Setup,
+    places: &Places,
     deployed: &[String],
 ) -> anyhow::Result<()> {
     let Some(file) = &args.outputs_file else {
@@ -203,6 +209,7 @@ async fn write_outputs(
     };
     let mut all = serde_json::Map::new();
     for stack in deployed {
+        let setup = places.setup_named(stack);
         let stream = setup.engine.stream(stack);
         let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
         let outputs: serde_json::Map<String, serde_json::Value> =

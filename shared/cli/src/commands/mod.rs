@@ -9,6 +9,7 @@ mod engine_access;
 mod engine_scope;
 mod executions;
 mod import;
+mod places;
 mod remote;
 mod review;
 mod scrub;
