@@ -16,6 +16,7 @@ use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
 use crate::report::{StackReport, StackStatus};
+use crate::run::{ended_run, release, resumed};
 use crate::runner::{Tally, cleanup_items, cleanup_of, run_phase};
 
 /// Refuses a destroy while other stacks of this region import one of the stack's exports.
@@ -39,18 +40,6 @@ async fn check_importers<S: EventStore + 'static>(
     )))
 }
 
-pub(crate) async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {
-    rec.append(
-        run_key(id, RunEvent::Released),
-        Event::LockReleased {
-            deploy_id: id.to_string(),
-        },
-        &Precondition::ReleaseLock(id.to_string()),
-    )
-    .await?;
-    Ok(())
-}
-
 /// A destroy that holds the stack's lock.
 struct Destroy<S> {
     engine: Arc<Engine<S>>,
@@ -60,33 +49,6 @@ struct Destroy<S> {
     pre: Precondition,
     /// The run held the lock already: a later invocation of the same execution.
     resumed: bool,
-}
-
-/// True when run `id` holds `rec`'s lock: a run resumed by a later invocation of the same
-/// Step Functions execution (its lock is taken once).
-pub(crate) fn resumed<S: EventStore>(rec: &Recorder<S>, id: &str) -> bool {
-    rec.state().lock.as_ref().is_some_and(|h| h.deploy_id == id)
-}
-
-/// The events of `stack`'s stream when run `id` has ended there (it released its lock),
-/// else `None`: a run invoked again after it ended (its answer was lost) reports how it
-/// ended instead of starting over under the same id.
-pub(crate) async fn ended_run<S: EventStore + 'static>(
-    engine: &Engine<S>,
-    stack: &str,
-    id: &str,
-) -> Result<Option<Vec<Event>>, EngineError> {
-    let events: Vec<Event> = engine
-        .store
-        .read(&engine.stream(stack), 0)
-        .await?
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
-    let ended = events
-        .iter()
-        .any(|e| matches!(e, Event::LockReleased { deploy_id } if deploy_id == id));
-    Ok(ended.then_some(events))
 }
 
 impl<S: EventStore + 'static> Destroy<S> {

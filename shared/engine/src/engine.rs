@@ -8,15 +8,13 @@ use stackflow_core::TemplateError;
 use stackflow_core::deployable::Deployable;
 use stackflow_core::plan::Plan;
 use stackflow_core::secrets::DigestKey;
-use stackflow_events::event::{Event, Holder, ProviderKind};
+use stackflow_events::event::{Event, Holder};
 use stackflow_events::{EventStore, Precondition, StoreError, StreamId};
-use stackflow_providers::provider::{Properties, Provider};
-use stackflow_providers::router::{Routed, Router};
+use stackflow_providers::router::Router;
 use tokio::sync::watch;
 
 use crate::limits::{GLOBAL_CAP, Limits};
 use crate::lookups::Lookups;
-use crate::nested::{NESTED_STACK_TYPE, NestedStacks};
 use crate::progress::{Progress, ProgressEvent};
 use crate::recorder::Recorder;
 use crate::stack::StackInput;
@@ -243,44 +241,6 @@ impl<S: EventStore + 'static> Engine<S> {
         self.progress.report(ProgressEvent::Note { stack, message });
     }
 
-    fn nested(self: &Arc<Self>, ctx: NestedContext<'_>) -> Arc<dyn Provider> {
-        Arc::new(NestedStacks {
-            engine: self.clone(),
-            parent: ctx.parent.cloned(),
-            options: ctx.options.clone(),
-        })
-    }
-
-    /// The provider of a resource about to be made or changed.
-    pub(crate) fn route(
-        self: &Arc<Self>,
-        resource_type: &str,
-        properties: &Properties,
-        recorded: Option<ProviderKind>,
-        ctx: NestedContext<'_>,
-    ) -> Result<Routed, String> {
-        if resource_type == NESTED_STACK_TYPE {
-            return Ok(Routed {
-                provider: self.nested(ctx),
-                kind: ProviderKind::NestedStack,
-            });
-        }
-        self.providers.route(resource_type, properties, recorded)
-    }
-
-    /// The provider that made a recorded resource.
-    pub(crate) fn recorded_provider(
-        self: &Arc<Self>,
-        resource_type: &str,
-        kind: ProviderKind,
-        ctx: NestedContext<'_>,
-    ) -> Result<Arc<dyn Provider>, String> {
-        match kind {
-            ProviderKind::NestedStack => Ok(self.nested(ctx)),
-            _ => self.providers.for_recorded(resource_type, kind),
-        }
-    }
-
     /// Takes the stack's lock by appending `event` (the run's first event), breaking the
     /// lock of a holder that is gone; then reads the stream again, so that the run plans
     /// from the state after the lock, not from what it read before (unless the lock's
@@ -321,7 +281,7 @@ impl<S: EventStore + 'static> Engine<S> {
                 let gone = (self.stale)(&current);
                 let why = match &current.expires {
                     _ if gone => "its process is gone".to_string(),
-                    Some(end) if crate::lease::expired(&current, SystemTime::now()) => {
+                    Some(end) if crate::lease_time::expired(&current, SystemTime::now()) => {
                         format!("its lease ended at {end}")
                     }
                     _ => return Err(StoreError::Locked { holder: current }.into()),
@@ -365,7 +325,7 @@ impl<S> Engine<S> {
     /// takes leases.
     pub(crate) fn holder(&self, id: &str, operation: &str) -> Holder {
         let mut h = holder(id, &self.who, operation);
-        h.expires = self.lease.map(crate::lease::until);
+        h.expires = self.lease.map(crate::lease_time::until);
         h
     }
 }

@@ -11,13 +11,15 @@ use stackflow_core::intrinsics::bind_parameters;
 use stackflow_core::secrets::Masking;
 use stackflow_core::template::NestedTemplate;
 use stackflow_events::EventStore;
+use stackflow_events::event::ProviderKind;
 use stackflow_providers::ProviderError;
 use stackflow_providers::provider::{
-    BoxFuture, Created, Deleted, Provider, ResourceRequest, Updated,
+    BoxFuture, Created, Deleted, Properties, Provider, ResourceRequest, Updated,
 };
+use stackflow_providers::router::Routed;
 
 use crate::destroy::destroy_stack;
-use crate::engine::{DeployOptions, Engine, EngineError};
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::report::{StackReport, StackStatus};
 use crate::runner::deploy_stack;
 use crate::stack::StackInput;
@@ -247,4 +249,46 @@ fn destroy_boxed<S: EventStore + 'static>(
 ) -> BoxFuture<'static, Result<StackReport, EngineError>> {
     let stack = stack.to_string();
     Box::pin(async move { destroy_stack(engine, &stack, options).await })
+}
+
+/// Routing: a nested stack (`AWS::CloudFormation::Stack`) is deployed by this engine
+/// itself, as a stack of its own; every other resource goes to the engine's providers.
+impl<S: EventStore + 'static> Engine<S> {
+    fn nested(self: &Arc<Self>, ctx: NestedContext<'_>) -> Arc<dyn Provider> {
+        Arc::new(NestedStacks {
+            engine: self.clone(),
+            parent: ctx.parent.cloned(),
+            options: ctx.options.clone(),
+        })
+    }
+
+    /// The provider of a resource about to be made or changed.
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        resource_type: &str,
+        properties: &Properties,
+        recorded: Option<ProviderKind>,
+        ctx: NestedContext<'_>,
+    ) -> Result<Routed, String> {
+        if resource_type == NESTED_STACK_TYPE {
+            return Ok(Routed {
+                provider: self.nested(ctx),
+                kind: ProviderKind::NestedStack,
+            });
+        }
+        self.providers.route(resource_type, properties, recorded)
+    }
+
+    /// The provider that made a recorded resource.
+    pub(crate) fn recorded_provider(
+        self: &Arc<Self>,
+        resource_type: &str,
+        kind: ProviderKind,
+        ctx: NestedContext<'_>,
+    ) -> Result<Arc<dyn Provider>, String> {
+        match kind {
+            ProviderKind::NestedStack => Ok(self.nested(ctx)),
+            _ => self.providers.for_recorded(resource_type, kind),
+        }
+    }
 }

@@ -165,7 +165,7 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
             n += 1;
         }
     }
-    let _ = crate::destroy::release(recorder, &run).await;
+    let _ = crate::run::release(recorder, &run).await;
     n
 }
 

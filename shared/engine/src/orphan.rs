@@ -94,7 +94,7 @@ pub async fn orphan<S: EventStore + 'static>(
         }
         Err(e) => Err(e),
     };
-    crate::destroy::release(&recorder, &id).await?;
+    crate::run::release(&recorder, &id).await?;
     appended.map(|()| report)
 }
 

@@ -386,7 +386,7 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
         rollback_id: String,
     ) -> Result<OwnedRollback<S>, EngineError> {
         let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
-        if !crate::destroy::resumed(&recorder, &rollback_id) {
+        if !crate::run::resumed(&recorder, &rollback_id) {
             let holder = engine.holder(&rollback_id, "rollback");
             engine
                 .take_lock(
@@ -503,7 +503,7 @@ pub async fn rollback_stack_as<S: EventStore + 'static>(
     id: &str,
 ) -> Result<StackReport, EngineError> {
     let started = Instant::now();
-    if let Some(events) = crate::destroy::ended_run(&engine, stack, id).await? {
+    if let Some(events) = crate::run::ended_run(&engine, stack, id).await? {
         let mut report = StackReport::new(stack, id);
         report.status = ended_status(&events, id);
         return Ok(report);

@@ -6,7 +6,7 @@
 
 use indexmap::IndexMap;
 use serde_json::Value;
-use stackflow_core::dynref::{self, DynamicReference};
+use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::{Mode, Resolver, evaluate_conditions};
 use stackflow_core::secrets::DigestKey;
 use stackflow_events::EventStore;
@@ -128,13 +128,6 @@ impl<S: EventStore + 'static> Engine<S> {
         }
         out
     }
-}
-
-/// Every reference occurrence's text in `s`.
-pub(crate) fn occurrences(s: &str) -> Vec<String> {
-    dynref::find_all(s)
-        .map(|found| found.into_iter().map(|o| o.text).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -9,12 +9,10 @@ use serde_json::{Map, Value};
 use stackflow_core::dynref::{self, DynamicReference};
 use stackflow_core::plan::mask_values;
 use stackflow_core::secrets::{DigestKey, Masking, contains_mask as holds_mask};
-use stackflow_events::EventStore;
 use stackflow_events::event::ErrorInfo;
 use stackflow_events::projection::StackState;
 use stackflow_providers::ProviderError;
 
-use crate::deploy::Deployment;
 use crate::engine::Engine;
 use crate::lookups::Lookups;
 
@@ -44,7 +42,7 @@ impl<S> Engine<S> {
 }
 
 /// True when `res.attr` is a secret: recorded masked, or held sealed.
-fn sensitive(state: &StackState, sealed: &Sealed, res: &str, attr: &str) -> bool {
+pub(crate) fn sensitive(state: &StackState, sealed: &Sealed, res: &str, attr: &str) -> bool {
     sealed.read().get(res).is_some_and(|a| a.contains_key(attr))
         || state
             .resources
@@ -53,71 +51,7 @@ fn sensitive(state: &StackState, sealed: &Sealed, res: &str, attr: &str) -> bool
             .is_some_and(holds_mask)
 }
 
-impl<S: EventStore + 'static> Deployment<S> {
-    /// Runs `f` with this stack's [`Masking`].
-    pub(crate) fn with_masking<T>(&self, f: impl FnOnce(&Masking<'_>) -> T) -> T {
-        let state = self.recorder.state();
-        let is_sensitive = |r: &str, a: &str| sensitive(&state, &self.sealed, r, a);
-        f(&Masking::new(
-            &self.input.parameters,
-            self.digest_key.as_ref(),
-            &is_sensitive,
-        ))
-    }
-
-    /// Resource `id`'s resolved properties as they are recorded (values computed from
-    /// secrets replaced by their digests), and those values as sent, to mask messages.
-    pub(crate) fn record_properties(
-        &self,
-        id: &str,
-        resolved: &Map<String, Value>,
-    ) -> (Map<String, Value>, Vec<String>) {
-        let template = self
-            .input
-            .template
-            .resources
-            .get(id)
-            .map(|r| Value::Object(r.properties.clone()))
-            .unwrap_or(Value::Null);
-        let resolved = Value::Object(resolved.clone());
-        self.with_masking(|m| {
-            (
-                as_map(m.mask(&template, &resolved)),
-                m.tainted_values(&template, &resolved),
-            )
-        })
-    }
-
-    /// The attributes a provider reported for `id`, as they are recorded: all masked when
-    /// the provider said they are secret, else each value that holds one of `needles`
-    /// (the call's resolved secrets and tainted values). The values masked are kept
-    /// sealed for `Fn::GetAtt` during this deploy.
-    pub(crate) fn record_attributes(
-        &self,
-        id: &str,
-        attributes: IndexMap<String, Value>,
-        all_secret: bool,
-        needles: &[String],
-    ) -> IndexMap<String, Value> {
-        let recorded = self.with_masking(|m| mask_attributes(m, &attributes, all_secret, needles));
-        let sealed: IndexMap<String, Value> = attributes
-            .into_iter()
-            .filter(|(k, v)| recorded.get(k) != Some(v))
-            .collect();
-        self.seal(id, sealed);
-        recorded
-    }
-
-    /// Keeps `values` of resource `id`'s attributes for `Fn::GetAtt` during this deploy.
-    pub(crate) fn seal(&self, id: &str, values: IndexMap<String, Value>) {
-        if !values.is_empty() {
-            let mut all = self.sealed.read();
-            all.entry(id.to_string()).or_default().extend(values);
-        }
-    }
-}
-
-/// `attributes` as recorded (see [`Deployment::record_attributes`]).
+/// `attributes` as recorded (see `Deployment::record_attributes`).
 pub(crate) fn mask_attributes(
     m: &Masking<'_>,
     attributes: &IndexMap<String, Value>,
@@ -247,11 +181,18 @@ pub(crate) fn contains_mask(v: &Value) -> bool {
     holds_mask(v)
 }
 
+/// Every reference occurrence's text in `s`.
+pub(crate) fn occurrences(s: &str) -> Vec<String> {
+    dynref::find_all(s)
+        .map(|found| found.into_iter().map(|o| o.text).collect())
+        .unwrap_or_default()
+}
+
 /// Every `{{resolve:...}}` occurrence's text in the strings of `v`.
 pub(crate) fn collect_references(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) if dynref::contains_dynamic_reference(s) => {
-            out.extend(crate::rotation::occurrences(s));
+            out.extend(occurrences(s));
         }
         Value::Array(items) => items.iter().for_each(|i| collect_references(i, out)),
         Value::Object(m) => m.values().for_each(|i| collect_references(i, out)),
@@ -283,7 +224,7 @@ pub(crate) fn check_dynamic(props: &Map<String, Value>) -> Result<(), String> {
 
 /// One call's properties with their dynamic references resolved: what is sent, the
 /// resolution that masks the values in messages, and each reference's value (for the
-/// digest that sees a rotation, [`crate::rotation::digest`]).
+/// digest that sees a rotation, `rotation::digest`).
 pub(crate) struct Resolved {
     pub props: Map<String, Value>,
     pub resolution: dynref::Resolution,

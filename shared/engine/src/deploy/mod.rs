@@ -6,6 +6,7 @@
 
 mod cleanup;
 mod finish;
+mod masking;
 mod plan;
 mod provision;
 mod started;

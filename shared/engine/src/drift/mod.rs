@@ -240,7 +240,7 @@ pub async fn drift_stack_with<S: EventStore + 'static>(
     };
     let outcome = check_all(&engine, stack, &run, &selected, mode, how).await;
     if locks {
-        crate::destroy::release(&recorder, &check_id).await?;
+        crate::run::release(&recorder, &check_id).await?;
     }
     let resources = outcome?;
     let report = DriftReport {
@@ -647,7 +647,7 @@ pub async fn refresh_observed<S: EventStore + 'static>(
         }
         out.push((logical_id.clone(), "refreshed".into()));
     }
-    crate::destroy::release(&recorder, &id).await?;
+    crate::run::release(&recorder, &id).await?;
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(out),

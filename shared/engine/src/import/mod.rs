@@ -240,7 +240,7 @@ async fn import_one<S: EventStore + 'static>(
     let outcome = run(&d, options, source).await;
     let outputs = source.and_then(|_| d.outputs().ok().map(|(o, _)| o));
     if !options.dry_run {
-        crate::destroy::release(&d.recorder, &import_id).await?;
+        crate::run::release(&d.recorder, &import_id).await?;
     }
     Ok((outcome?, outputs))
 }

@@ -1,0 +1,50 @@
+//! What every kind of run (deploy, destroy, rollback, import, drift fix, refresh, orphan)
+//! does with the stack's lock at its end: releasing it, knowing a run resumed by a later
+//! invocation, and knowing a run that has ended already.
+
+use stackflow_events::event::Event;
+use stackflow_events::{EventStore, Precondition};
+
+use crate::engine::{Engine, EngineError};
+use crate::keys::{RunEvent, run_key};
+use crate::recorder::Recorder;
+
+/// Releases the lock run `id` holds (a `LockReleased` under the run's `released` key).
+pub(crate) async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {
+    rec.append(
+        run_key(id, RunEvent::Released),
+        Event::LockReleased {
+            deploy_id: id.to_string(),
+        },
+        &Precondition::ReleaseLock(id.to_string()),
+    )
+    .await?;
+    Ok(())
+}
+
+/// True when run `id` holds `rec`'s lock: a run resumed by a later invocation of the same
+/// Step Functions execution (its lock is taken once).
+pub(crate) fn resumed<S: EventStore>(rec: &Recorder<S>, id: &str) -> bool {
+    rec.state().lock.as_ref().is_some_and(|h| h.deploy_id == id)
+}
+
+/// The events of `stack`'s stream when run `id` has ended there (it released its lock),
+/// else `None`: a run invoked again after it ended (its answer was lost) reports how it
+/// ended instead of starting over under the same id.
+pub(crate) async fn ended_run<S: EventStore + 'static>(
+    engine: &Engine<S>,
+    stack: &str,
+    id: &str,
+) -> Result<Option<Vec<Event>>, EngineError> {
+    let events: Vec<Event> = engine
+        .store
+        .read(&engine.stream(stack), 0)
+        .await?
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    let ended = events
+        .iter()
+        .any(|e| matches!(e, Event::LockReleased { deploy_id } if deploy_id == id));
+    Ok(ended.then_some(events))
+}
