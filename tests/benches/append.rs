@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use stackflow_events::dynamo::DynamoStore;
-use stackflow_events::event::{Event, Holder, ProviderKind, ResourceRecord};
+use stackflow_events::event::{Event, Holder};
 use stackflow_events::{Appended, EventStore, NewEvent, Precondition, StreamId};
+use stackflow_tests::events::created;
 use stackflow_tests::{Emulator, unique_name};
 use tokio::sync::Barrier;
 
@@ -199,28 +200,9 @@ async fn run() -> Result<bool, String> {
 
 fn event(writer: usize, i: usize) -> NewEvent {
     let logical_id = format!("W{writer:03}R{i}");
-    let mut properties = serde_json::Map::new();
-    properties.insert("QueueName".into(), serde_json::json!(logical_id));
-    properties.insert("Padding".into(), serde_json::json!("p".repeat(PADDING)));
     NewEvent::new(
         format!("bench/{logical_id}/create/done"),
-        Event::ResourceCreated {
-            deploy_id: "bench".into(),
-            resource: ResourceRecord {
-                logical_id: logical_id.clone(),
-                resource_type: "AWS::SQS::Queue".into(),
-                physical_id: format!("https://sqs.local/{logical_id}"),
-                properties,
-                attributes: Default::default(),
-                dependencies: Vec::new(),
-                provider: ProviderKind::CloudControl,
-                deletion_policy: None,
-                update_replace_policy: None,
-                secret_digest: None,
-            },
-            replaces: None,
-            baseline: None,
-        },
+        created(&logical_id, PADDING),
     )
 }
 

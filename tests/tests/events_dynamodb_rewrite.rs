@@ -15,18 +15,56 @@ use stackflow_events::{
 use stackflow_tests::events::created;
 use stackflow_tests::{Emulator, unique_name};
 
+/// A table (and, with `bodies`, a bucket) of the test's own on the shared emulator: the
+/// clients, the table and the bucket.
+struct Place {
+    db: aws_sdk_dynamodb::Client,
+    s3: aws_sdk_s3::Client,
+    table: String,
+    bucket: Option<String>,
+}
+
+impl Place {
+    async fn new(name: &str, bodies: bool) -> Place {
+        let emulator = Emulator::shared().await;
+        let db = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
+        let s3 = emulator.s3().await;
+        let table = unique_name(&format!("stackflow-{name}"));
+        DynamoStore::create_table_if_missing(&db, &table)
+            .await
+            .unwrap();
+        let bucket = if bodies {
+            let bucket = unique_name(&format!("stackflow-{name}-bodies"));
+            s3.create_bucket().bucket(&bucket).send().await.unwrap();
+            Some(bucket)
+        } else {
+            None
+        };
+        Place {
+            db,
+            s3,
+            table,
+            bucket,
+        }
+    }
+
+    /// A store on it: a process of its own (its own lanes).
+    fn store(&self) -> DynamoStore {
+        DynamoStore::new(
+            self.db.clone(),
+            self.s3.clone(),
+            &self.table,
+            self.bucket.clone(),
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dynamodb_store_rewrites_every_copy_it_holds() {
-    let emulator = Emulator::shared().await;
-    let db = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    let s3 = emulator.s3().await;
-    let table = unique_name("stackflow-rewrite");
-    DynamoStore::create_table_if_missing(&db, &table)
-        .await
-        .unwrap();
-    let bucket = unique_name("stackflow-rewrite-bodies");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let store = DynamoStore::new(db.clone(), s3.clone(), &table, Some(bucket.clone()));
+    let place = Place::new("rewrite", true).await;
+    let (db, s3, table) = (&place.db, &place.s3, place.table.clone());
+    let bucket = place.bucket.clone().unwrap();
+    let store = place.store();
     let prefix = unique_name("rw");
 
     conformance::rewrite_replaces_bodies_in_place(&store, &prefix).await;
@@ -128,14 +166,9 @@ async fn event_items(
 /// its place; a rewrite of events inside a page changes them and no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_hold_appends_written_together_and_old_items_still_read() {
-    let emulator = Emulator::shared().await;
-    let db = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    let s3 = emulator.s3().await;
-    let table = unique_name("stackflow-pages");
-    DynamoStore::create_table_if_missing(&db, &table)
-        .await
-        .unwrap();
-    let store = Arc::new(DynamoStore::new(db.clone(), s3.clone(), &table, None));
+    let place = Place::new("pages", false).await;
+    let (db, table) = (&place.db, place.table.clone());
+    let store = Arc::new(place.store());
     let stream = StreamId::new("us-east-1", unique_name("pages"));
     let pk = stream.key();
     let event = |i: usize| NewEvent::new(format!("d1/R{i}/create/done"), created("R", i));
@@ -156,7 +189,7 @@ async fn pages_hold_appends_written_together_and_old_items_still_read() {
     for append in appends {
         assert!(matches!(append.await.unwrap(), Appended::New(2..=41)));
     }
-    let items = event_items(&db, &table, &pk).await;
+    let items = event_items(db, &table, &pk).await;
     let held: Vec<u64> = items.iter().flat_map(|(_, held)| held.clone()).collect();
     assert_eq!(held, (1..=41).collect::<Vec<_>>(), "{items:?}");
     for (sk, held) in &items {
@@ -210,7 +243,7 @@ async fn pages_hold_appends_written_together_and_old_items_still_read() {
             .unwrap();
     }
     // Another process: it does not know where the stream ends.
-    let other = DynamoStore::new(db.clone(), s3.clone(), &table, None);
+    let other = place.store();
     let appended = other.append(&stream, &event(43), &Precondition::None).await;
     assert_eq!(appended.unwrap(), Appended::New(43));
     assert_eq!(
@@ -270,26 +303,13 @@ async fn pages_hold_appends_written_together_and_old_items_still_read() {
 /// name, and a lost race deleted the stored event's body).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_processes_never_delete_each_others_bodies() {
-    let emulator = Emulator::shared().await;
-    let db = aws_sdk_dynamodb::Client::new(&emulator.sdk_config().await);
-    let s3 = emulator.s3().await;
-    let table = unique_name("stackflow-race");
-    DynamoStore::create_table_if_missing(&db, &table)
-        .await
-        .unwrap();
-    let bucket = unique_name("stackflow-race-bodies");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let place = Place::new("race", true).await;
     let stream = StreamId::new("us-east-1", unique_name("race"));
     let big = stackflow_events::dynamo::INLINE_BODY_LIMIT + 1;
     let mut appends = Vec::new();
     for process in 0..2 {
         // A store of its own: a lane of its own, as another process has.
-        let store = Arc::new(DynamoStore::new(
-            db.clone(),
-            s3.clone(),
-            &table,
-            Some(bucket.clone()),
-        ));
+        let store = Arc::new(place.store());
         for i in 0..4 {
             let (store, stream) = (store.clone(), stream.clone());
             let id = format!("P{process}R{i}");
@@ -307,7 +327,7 @@ async fn racing_processes_never_delete_each_others_bodies() {
     for append in appends {
         appended.push(append.await.unwrap());
     }
-    let reader = DynamoStore::new(db.clone(), s3.clone(), &table, Some(bucket.clone()));
+    let reader = place.store();
     let read = reader.read(&stream, 0).await.expect("every body is there");
     assert_eq!(read.len(), appended.len());
     for event in &appended {
