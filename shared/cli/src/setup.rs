@@ -50,6 +50,8 @@ pub struct Setup {
     pub engine: Arc<Engine<Store>>,
     pub region: String,
     pub account_id: Option<String>,
+    /// The AWS configuration of this region.
+    pub config: aws_types::SdkConfig,
 }
 
 impl Setup {
@@ -121,6 +123,7 @@ impl Setup {
             }),
             region: region.to_string(),
             account_id: self.account_id.clone(),
+            config,
         })
     }
 
@@ -225,6 +228,7 @@ pub async fn setup_with(
         engine,
         region,
         account_id,
+        config,
     })
 }
 

@@ -45,7 +45,7 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
     // the references show as the template has them, as the note above says.
     if setup.account_id.is_some() {
         Assets::prepare(
-            &crate::aws::load(global).await,
+            &setup.config,
             &setup.region,
             setup.account_id.as_deref(),
             &stacks,

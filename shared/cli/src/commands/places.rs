@@ -56,10 +56,8 @@ impl Places {
                 .partition(|(_, s)| region_of(s, &places.home) == region);
             numbered = others;
             let (indexes, mut group): (Vec<usize>, Vec<StackTemplate>) = mine.into_iter().unzip();
-            let mut there_global = global.clone();
-            there_global.regions = vec![region.clone()];
             let assets = Assets::prepare(
-                &crate::aws::load(&there_global).await,
+                &there.config,
                 &region,
                 there.account_id.as_deref(),
                 &group,
