@@ -493,15 +493,17 @@ impl Campaign {
             return;
         };
         let store = self.driver.store();
-        let injected = store.injected();
+        let refused = store.refused_appends();
         store.fail_after(store.appended() + n);
         let crashed = self.driver.deploy(&input(&stack, step.version())).await;
         // The run's best-effort baseline appends vary in number from run to run (a read
         // that finds nothing to record appends nothing, and reads that end at once share
         // one append), so a run may end before its N-th append, or make more appends than
-        // the clean run: whether a write was refused tells which. None refused: it must
-        // end as a clean run does.
-        let reached = self.driver.store().injected() > injected;
+        // the clean run: whether an append was refused tells which. None refused: it must
+        // end as a clean run does. (A run that needed N appends and then had its snapshot
+        // refused, after it released the lock, ended as a clean run: that refusal does
+        // not count.)
+        let reached = self.driver.store().refused_appends() > refused;
         self.driver.store().heal();
         // Embedded, a crash fails the run with the store's error; through the worker, the
         // execution ends in any failure (how depends on where the store died) but ends.

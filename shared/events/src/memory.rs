@@ -432,6 +432,8 @@ struct Faults {
     succeeded: AtomicU64,
     /// Writes failed by the wrapper.
     injected: AtomicU64,
+    /// Of those, writes to the log (appends, `break_lock`, rewrites).
+    refused_appends: AtomicU64,
 }
 
 impl<S: fmt::Debug> fmt::Debug for FaultyStore<S> {
@@ -455,6 +457,7 @@ impl<S> FaultyStore<S> {
                 turns: Mutex::new(0),
                 succeeded: AtomicU64::new(0),
                 injected: AtomicU64::new(0),
+                refused_appends: AtomicU64::new(0),
             }),
         }
     }
@@ -492,6 +495,12 @@ impl<S> FaultyStore<S> {
         self.faults.injected.load(Ordering::SeqCst)
     }
 
+    /// How many writes to the log (appends, `break_lock`s, rewrites) the wrapper failed;
+    /// unlike [`FaultyStore::injected`], a refused snapshot or lease renewal is not one.
+    pub fn refused_appends(&self) -> u64 {
+        self.faults.refused_appends.load(Ordering::SeqCst)
+    }
+
     /// Whether the limit is reached: writes fail from now on.
     pub fn is_dead(&self) -> bool {
         self.limit().is_some_and(|n| self.appended() >= n)
@@ -525,6 +534,7 @@ impl<S> FaultyStore<S> {
         let mut turns = self.turns();
         if *turns >= self.faults.limit.load(Ordering::SeqCst) {
             drop(turns);
+            self.faults.refused_appends.fetch_add(1, Ordering::SeqCst);
             return Err(self.fault(what));
         }
         *turns += 1;

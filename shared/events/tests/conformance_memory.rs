@@ -363,6 +363,8 @@ async fn the_wrapper_fails_every_write_after_the_limit() {
         }
     }
     assert_eq!(faulty.injected(), 3);
+    // The append and the break_lock were writes to the log; the snapshot was not.
+    assert_eq!(faulty.refused_appends(), 2);
     assert!(!is_injected(&StoreError::Backend("disk full".into())));
     // Nothing reached the store; reads go through.
     assert_eq!(faulty.read(&web(), 0).await.unwrap().len(), 1);
