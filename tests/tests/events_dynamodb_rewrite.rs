@@ -339,3 +339,55 @@ async fn racing_processes_never_delete_each_others_bodies() {
         );
     }
 }
+
+/// A run's last events and the release of its lock ([`EventStore::append_in_order`]) pass
+/// the conformance check on DynamoDB, and are written in one transaction: one page holds
+/// them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_last_events_and_its_release_share_one_transaction() {
+    let place = Place::new("ordered", false).await;
+    conformance::ordered_appends_end_a_run(&place.store(), &unique_name("ordered")).await;
+
+    let store = place.store();
+    let stream = StreamId::new("us-east-1", unique_name("ending"));
+    let holder = stackflow_events::event::Holder {
+        deploy_id: "d1".into(),
+        who: "tester".into(),
+        since: "2026-12-06T00:00:00Z".into(),
+        operation: "deploy".into(),
+        expires: None,
+    };
+    let taken = NewEvent::new(
+        "d1/lock",
+        Event::LockTaken {
+            holder: holder.clone(),
+        },
+    );
+    store
+        .append(&stream, &taken, &Precondition::TakeLock(holder))
+        .await
+        .unwrap();
+    let held = || Precondition::HoldsLock("d1".into());
+    let ending = [
+        (NewEvent::new("d1/A/create/done", created("A", 1)), held()),
+        (NewEvent::new("d1/B/create/done", created("B", 2)), held()),
+        (
+            NewEvent::new(
+                "d1/released",
+                Event::LockReleased {
+                    deploy_id: "d1".into(),
+                },
+            ),
+            Precondition::ReleaseLock("d1".into()),
+        ),
+    ];
+    let appended = store.append_in_order(&stream, &ending).await.unwrap();
+    assert_eq!(
+        appended,
+        [Appended::New(2), Appended::New(3), Appended::New(4)]
+    );
+    let items = event_items(&place.db, &place.table, &stream.key()).await;
+    let pages: Vec<Vec<u64>> = items.into_iter().map(|(_, held)| held).collect();
+    assert_eq!(pages, [vec![1], vec![2, 3, 4]], "one transaction, one page");
+    assert_eq!(store.lock_holder(&stream).await.unwrap(), None);
+}

@@ -133,6 +133,16 @@ impl EventStore for Store {
             Store::DynamoDb(s) => s.append(stream, event, pre).await,
         }
     }
+    async fn append_in_order(
+        &self,
+        stream: &StreamId,
+        events: &[(NewEvent, Precondition)],
+    ) -> StoreResult<Vec<Appended>> {
+        match self {
+            Store::Local(s) => s.append_in_order(stream, events).await,
+            Store::DynamoDb(s) => s.append_in_order(stream, events).await,
+        }
+    }
     async fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
         match self {
             Store::Local(s) => s.read(stream, after).await,

@@ -16,7 +16,7 @@ use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
 use crate::report::{StackReport, StackStatus};
-use crate::run::{ended_run, release, resumed};
+use crate::run::{end_with, ended_run, release, resumed};
 use crate::runner::{Tally, cleanup_items, cleanup_of, run_phase};
 
 /// Refuses a destroy while other stacks of this region import one of the stack's exports.
@@ -168,11 +168,11 @@ impl<S: EventStore + 'static> Destroy<S> {
             let destroyed = Event::StackDestroyed {
                 deploy_id: self.id.clone(),
             };
-            self.recorder
-                .append(run_key(&self.id, RunEvent::Destroyed), destroyed, &self.pre)
-                .await?;
+            let key = run_key(&self.id, RunEvent::Destroyed);
+            end_with(&self.recorder, &self.id, key, destroyed).await?;
+        } else {
+            release(&self.recorder, &self.id).await?;
         }
-        release(&self.recorder, &self.id).await?;
         Ok(empty)
     }
 }

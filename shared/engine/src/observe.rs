@@ -7,6 +7,7 @@
 //! resource's own. The run settles every read before it ends.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
@@ -16,6 +17,7 @@ use stackflow_events::event::{Baseline, Event, ProviderKind, RefusalCause};
 use stackflow_events::projection::ResourceState;
 use stackflow_events::{EventStore, NewEvent, Precondition, StreamId};
 use stackflow_providers::provider::{CurrentState, ResourceRequest};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
@@ -280,6 +282,35 @@ pub struct Observations {
     buffer: Arc<Mutex<Vec<Observed>>>,
     /// Held while baselines are being appended: one append at a time.
     appending: Arc<tokio::sync::Mutex<()>>,
+    /// Set when the run ends ([`Observations::settle_for_end`]): reads that end from then
+    /// on leave their baselines in `buffer`, for the run's last write.
+    closing: Arc<AtomicBool>,
+    /// The reads not ended yet (their baselines may still be appended after).
+    reading: Arc<Reading>,
+}
+
+/// A count of running reads, and a signal each time one ends.
+#[derive(Default)]
+struct Reading {
+    running: AtomicUsize,
+    ended: Notify,
+}
+
+/// Held by a read while it runs: counts it out when dropped, however the read ends.
+struct ReadRunning(Arc<Reading>);
+
+impl ReadRunning {
+    fn start(reading: &Arc<Reading>) -> ReadRunning {
+        reading.running.fetch_add(1, Ordering::SeqCst);
+        ReadRunning(reading.clone())
+    }
+}
+
+impl Drop for ReadRunning {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
 }
 
 impl Observations {
@@ -293,6 +324,8 @@ impl Observations {
         let recorded = self.recorded.clone();
         let buffer = self.buffer.clone();
         let appending = self.appending.clone();
+        let closing = self.closing.clone();
+        let running = ReadRunning::start(&self.reading);
         let handle = tokio::spawn(async move {
             let read = read_now(&engine, &o.request, o.kind);
             let current = stackflow_providers::throttle::in_background(limits, read).await;
@@ -304,9 +337,13 @@ impl Observations {
                 logical_id: o.request.logical_id.clone(),
                 baseline,
             });
+            drop(running);
             // The append in progress (if any) did not take this one: wait for it, then
             // append every baseline that waits by then (another read may have done it).
             let _turn = appending.lock().await;
+            if closing.load(Ordering::SeqCst) {
+                return;
+            }
             let waiting = std::mem::take(&mut *lock_buffer(&buffer));
             if waiting.is_empty() {
                 return;
@@ -353,6 +390,46 @@ impl Observations {
                 let _ = handle.await;
             }
         }
+    }
+
+    /// Waits until every read started so far has ended. The baselines of reads that end
+    /// from now on wait for the run's end ([`Observations::settle_for_end`]) instead of
+    /// being appended at once.
+    pub async fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        loop {
+            let ended = self.reading.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.reading.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+
+    /// Waits for every read started so far, as [`Observations::settle`] does, but the
+    /// baselines of reads that had not been appended yet are not: they are returned, as
+    /// one `BaselinesRecorded` (its key, the event and the resources it covers), for the
+    /// run's last write. Reads started later append their own.
+    pub(crate) async fn settle_for_end(&self, run: &str) -> Option<(String, Event, Vec<String>)> {
+        self.close().await;
+        self.settle().await;
+        // Every read has ended: an append of baselines in progress has ended too.
+        let _turn = self.appending.lock().await;
+        let waiting = std::mem::take(&mut *lock_buffer(&self.buffer));
+        self.closing.store(false, Ordering::SeqCst);
+        if waiting.is_empty() {
+            return None;
+        }
+        let keys: Vec<&str> = waiting.iter().map(|w| w.key.as_str()).collect();
+        let key = baselines_key(run, &keys);
+        let baselines: IndexMap<String, Baseline> = waiting
+            .into_iter()
+            .map(|w| (w.logical_id, w.baseline))
+            .collect();
+        let ids = baselines.keys().cloned().collect();
+        Some((key, Event::BaselinesRecorded { baselines }, ids))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {

@@ -14,6 +14,9 @@ pub struct Recorder<S> {
     store: Arc<S>,
     stream: StreamId,
     state: Mutex<StackState>,
+    /// The stream as last read from the store (a fold of the log itself, not of what
+    /// this process appended): a snapshot folds only the events after it.
+    read: Mutex<StackState>,
 }
 
 impl<S: EventStore> Recorder<S> {
@@ -23,6 +26,7 @@ impl<S: EventStore> Recorder<S> {
         Ok(Recorder {
             store,
             stream,
+            read: Mutex::new(state.clone()),
             state: Mutex::new(state),
         })
     }
@@ -30,6 +34,7 @@ impl<S: EventStore> Recorder<S> {
     /// Reads the stream again (after someone else appended).
     pub async fn reload(&self) -> StoreResult<()> {
         let state = stackflow_events::load_state(self.store.as_ref(), &self.stream).await?;
+        *lock(&self.read) = state.clone();
         *self.lock() = state;
         Ok(())
     }
@@ -50,7 +55,7 @@ impl<S: EventStore> Recorder<S> {
     }
 
     fn lock(&self) -> MutexGuard<'_, StackState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Appends `event` under `key` if `pre` holds, and applies it. A retried append (the
@@ -79,16 +84,67 @@ impl<S: EventStore> Recorder<S> {
         Ok(seq)
     }
 
-    /// Stores a snapshot of the stream as the store holds it now. The state is read
-    /// again first, so the snapshot is a fold of the log itself, whatever this process
-    /// saw; later loads start from it instead of folding the whole history.
-    pub async fn snapshot(&self) -> StoreResult<u64> {
-        let state = stackflow_events::load_state(self.store.as_ref(), &self.stream).await?;
+    /// Appends `events` in order, each under its key and precondition, and applies each
+    /// the store took ([`EventStore::append_in_order`]: the store may write them in one
+    /// transaction). Stops at the first refused: the later ones are not appended.
+    pub async fn append_in_order(
+        &self,
+        events: Vec<(String, Event, Precondition)>,
+    ) -> StoreResult<Vec<u64>> {
+        let events: Vec<(NewEvent, Precondition)> = events
+            .into_iter()
+            .map(|(key, event, pre)| (NewEvent::new(key, event), pre))
+            .collect();
+        let appended = self.store.append_in_order(&self.stream, &events).await?;
+        let mut state = self.lock();
+        let mut seqs = Vec::with_capacity(appended.len());
+        for ((new, _), appended) in events.into_iter().zip(appended) {
+            let seq = appended.seq();
+            if !(matches!(appended, Appended::AlreadyThere(_)) && seq <= state.seq) {
+                let v = current_version(new.event.type_name());
+                state.apply(&StoredEvent {
+                    seq,
+                    key: new.key,
+                    at: now(),
+                    v,
+                    event: new.event,
+                });
+            }
+            seqs.push(seq);
+        }
+        Ok(seqs)
+    }
+
+    /// The stream as the store holds it now, folded from the log itself (whatever this
+    /// process saw): the last read state and the events after it, up to the first
+    /// position not there yet (a write in flight). Safe to call while a run appends: what
+    /// it folds is a prefix of the log.
+    pub async fn fold_log(&self) -> StoreResult<StackState> {
+        let mut state = lock(&self.read).clone();
+        for e in self.store.read(&self.stream, state.seq).await? {
+            if e.seq != state.seq + 1 {
+                break;
+            }
+            state.apply(&e);
+        }
+        Ok(state)
+    }
+
+    /// Stores `state` (a [`Recorder::fold_log`]) as the stream's snapshot: later loads
+    /// start from it instead of folding the whole history. Returns the position it covers.
+    pub async fn put_snapshot(&self, state: StackState) -> StoreResult<u64> {
         let seq = state.seq;
         self.store
             .put_snapshot(&self.stream, seq, &state.to_snapshot())
             .await?;
-        *self.lock() = state;
+        let mut read = lock(&self.read);
+        if read.seq < seq {
+            *read = state;
+        }
         Ok(seq)
     }
+}
+
+fn lock(state: &Mutex<StackState>) -> MutexGuard<'_, StackState> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -22,6 +22,33 @@ pub(crate) async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Resul
     Ok(())
 }
 
+/// Appends `last` (under `key`, while run `id` holds the lock) and releases the lock, in
+/// that order and, where the store can, in one write: the run's last event and the
+/// release are never apart.
+pub(crate) async fn end_with<S: EventStore>(
+    rec: &Recorder<S>,
+    id: &str,
+    key: String,
+    last: Event,
+) -> Result<(), EngineError> {
+    rec.append_in_order(ending(id, key, last).into()).await?;
+    Ok(())
+}
+
+/// The appends of [`end_with`]: `last` under the lock, then the lock's release.
+pub(crate) fn ending(id: &str, key: String, last: Event) -> [(String, Event, Precondition); 2] {
+    [
+        (key, last, Precondition::HoldsLock(id.to_string())),
+        (
+            run_key(id, RunEvent::Released),
+            Event::LockReleased {
+                deploy_id: id.to_string(),
+            },
+            Precondition::ReleaseLock(id.to_string()),
+        ),
+    ]
+}
+
 /// True when run `id` holds `rec`'s lock: a run resumed by a later invocation of the same
 /// Step Functions execution (its lock is taken once).
 pub(crate) fn resumed<S: EventStore>(rec: &Recorder<S>, id: &str) -> bool {

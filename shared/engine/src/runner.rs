@@ -275,8 +275,9 @@ pub async fn deploy_stack<S: EventStore + 'static>(
     }
     let stopped_by_user = d.options.stopped();
     // The baseline reads still running are throttled into the same tally: they end
-    // before it is recorded, or the event would miss what they met.
-    d.observations.settle().await;
+    // before it is recorded, or the event would miss what they met. What they read is
+    // appended with the run's last write (or, when it fails, before the failure).
+    d.observations.close().await;
     tally
         .throttles
         .record(&d.recorder, &d.deploy_id, &d.holds())

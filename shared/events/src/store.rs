@@ -165,6 +165,25 @@ pub trait EventStore: Send + Sync {
         pre: &Precondition,
     ) -> impl Future<Output = StoreResult<Appended>> + Send;
 
+    /// Appends `events` in this order, each if its precondition holds, and stops at the
+    /// first that fails (returning its error: the later ones are not appended). A store may
+    /// write them in one transaction: the DynamoDB store writes appends under the lock
+    /// followed by its release together, so a run's last event and the release of its lock
+    /// cost one write and are never apart. The default appends them one by one.
+    fn append_in_order(
+        &self,
+        stream: &StreamId,
+        events: &[(NewEvent, Precondition)],
+    ) -> impl Future<Output = StoreResult<Vec<Appended>>> + Send {
+        async move {
+            let mut appended = Vec::with_capacity(events.len());
+            for (event, pre) in events {
+                appended.push(self.append(stream, event, pre).await?);
+            }
+            Ok(appended)
+        }
+    }
+
     /// Every event of the stream after position `after` (0 for all), in order, following
     /// every page.
     ///

@@ -39,6 +39,11 @@ async fn lock_is_exclusive() {
 }
 
 #[tokio::test]
+async fn ordered_appends_end_a_run() {
+    conformance::ordered_appends_end_a_run(&MemoryStore::new(), PREFIX).await;
+}
+
+#[tokio::test]
 async fn broken_lock() {
     conformance::broken_lock(&MemoryStore::new(), PREFIX).await;
 }

@@ -76,6 +76,12 @@ async fn concurrent_appenders_lose_nothing() {
     conformance::concurrent_appenders_lose_nothing(Arc::new(store), PREFIX, 50).await;
 }
 
+#[tokio::test]
+async fn ordered_appends_end_a_run() {
+    let (_dir, store) = fresh("ordered");
+    conformance::ordered_appends_end_a_run(&store, PREFIX).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lock_is_exclusive() {
     let (_dir, store) = fresh("lock");

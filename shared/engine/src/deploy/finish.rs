@@ -82,48 +82,82 @@ impl<S: EventStore + 'static> Deployment<S> {
         &self,
         (outputs, exports): Resolved,
     ) -> Result<IndexMap<String, Value>, EngineError> {
-        self.observations.settle().await;
-        self.fill_baselines().await?;
-        self.recorder
-            .append(
-                run_key(&self.deploy_id, RunEvent::Completed),
-                Event::DeployCompleted {
-                    deploy_id: self.deploy_id.clone(),
-                    outputs: outputs.clone(),
-                    exports,
-                    imports: self.imports.clone(),
-                },
-                &self.holds(),
-            )
-            .await?;
-        self.release().await?;
-        // A snapshot only makes later loads faster: the deploy is done without it.
-        if let Err(e) = self.recorder.snapshot().await {
+        // The baselines not appended yet, those read again, the outcome and the release
+        // of the lock: one write where the store can.
+        let mut last = Vec::new();
+        // The log is read for the snapshot meanwhile (what this run wrote is all there,
+        // but for a baseline write in flight, which the snapshot may leave to the tail).
+        let (pending, folded) = tokio::join!(
+            self.observations.settle_for_end(&self.deploy_id),
+            self.recorder.fold_log()
+        );
+        let mut recorded = self.observations.recorded();
+        if let Some((key, event, ids)) = pending {
+            if body_bytes(&event) <= LAST_WRITE_BASELINES_BYTES {
+                recorded.extend(ids);
+                last.push((key, event, self.holds()));
+            } else if self
+                .recorder
+                .append(key, event, &self.holds())
+                .await
+                .is_ok()
+            {
+                // Too large to share the last write (a store may have to put its body
+                // elsewhere, or refuse it): appended alone and, as every baseline read
+                // beside the run, best effort: one not appended is read again below.
+                recorded.extend(ids);
+            }
+        }
+        last.extend(self.filled_baselines(&recorded).await);
+        last.extend(crate::run::ending(
+            &self.deploy_id,
+            run_key(&self.deploy_id, RunEvent::Completed),
+            Event::DeployCompleted {
+                deploy_id: self.deploy_id.clone(),
+                outputs: outputs.clone(),
+                exports,
+                imports: self.imports.clone(),
+            },
+        ));
+        // The snapshot is of the log before this last write (later loads fold the last
+        // write's few events after it), written beside it. A snapshot only makes later
+        // loads faster: the deploy is done without it.
+        let snapshot = async {
+            match folded {
+                Ok(state) => self.recorder.put_snapshot(state).await,
+                Err(e) => Err(e),
+            }
+        };
+        let (appended, snapshot) = tokio::join!(self.recorder.append_in_order(last), snapshot);
+        appended?;
+        if let Err(e) = snapshot {
             tracing::warn!(stack = self.stack(), error = %e, "no snapshot written");
         }
         Ok(outputs)
     }
 
     /// Seed 003: the resources still without a baseline (a read that failed now or in an
-    /// earlier deploy or import) are read once more, and what is read is recorded.
-    async fn fill_baselines(&self) -> Result<(), EngineError> {
+    /// earlier deploy or import, and not in `recorded`) are read once more; what is read,
+    /// to be recorded.
+    async fn filled_baselines(
+        &self,
+        recorded: &std::collections::HashSet<String>,
+    ) -> Vec<(String, Event, Precondition)> {
         let state = self.recorder.state().clone();
-        let recorded = self.observations.recorded();
-        for (id, observed) in
-            crate::observe::missing_baselines(&self.engine, self.stack(), &state, &recorded).await
-        {
-            self.recorder
-                .append(
+        crate::observe::missing_baselines(&self.engine, self.stack(), &state, recorded)
+            .await
+            .into_iter()
+            .map(|(id, observed)| {
+                (
                     format!("{}/filled/{id}", self.deploy_id),
                     Event::BaselineRecorded {
                         logical_id: id,
                         baseline: stackflow_events::event::Baseline::Recorded { observed },
                     },
-                    &self.holds(),
+                    self.holds(),
                 )
-                .await?;
-        }
-        Ok(())
+            })
+            .collect()
     }
 
     async fn release(&self) -> Result<(), EngineError> {
@@ -148,7 +182,12 @@ impl<S: EventStore + 'static> Deployment<S> {
         why: &str,
         roll_back: bool,
     ) -> Result<Option<RollbackReport>, EngineError> {
-        self.observations.settle().await;
+        // The baselines read and not appended yet are appended first, as every baseline
+        // read beside the run: best effort (one not appended is read again later).
+        let pending = self.observations.settle_for_end(&self.deploy_id).await;
+        if let Some((key, event, _)) = pending {
+            let _ = self.recorder.append(key, event, &self.holds()).await;
+        }
         let (error, logical_id) = match first {
             Some(f) => (f.error.clone(), Some(f.logical_id.clone())),
             None => (
@@ -187,4 +226,12 @@ impl<S: EventStore + 'static> Deployment<S> {
         self.release().await?;
         Ok(rollback)
     }
+}
+
+/// The most serialized bytes of baselines the run's last write takes with its outcome.
+const LAST_WRITE_BASELINES_BYTES: usize = 64 * 1024;
+
+/// The size of `event`'s stored body.
+fn body_bytes(event: &Event) -> usize {
+    serde_json::to_vec(&event.to_body()).map_or(usize::MAX, |body| body.len())
 }

@@ -407,3 +407,132 @@ pub async fn lease_is_renewed_by_its_holder_only<S: EventStore>(store: &S, prefi
         "the old holder's next append is refused"
     );
 }
+
+/// Appends in order ([`EventStore::append_in_order`]): a run's last events and the
+/// release of its lock land at consecutive positions, in order; called again they are all
+/// there already; a run that does not hold the lock appends none of them.
+pub async fn ordered_appends_end_a_run<S: EventStore>(store: &S, prefix: &str) {
+    let stream = stream(prefix, "ordered");
+    let held = |id: &str| Precondition::HoldsLock(id.into());
+    let ending = |id: &str| {
+        vec![
+            (
+                NewEvent::new(
+                    format!("{id}/Bucket/create/done"),
+                    resource_created(id, "Bucket", "b"),
+                ),
+                held(id),
+            ),
+            (
+                NewEvent::new(
+                    format!("{id}/destroyed"),
+                    Event::StackDestroyed {
+                        deploy_id: id.into(),
+                    },
+                ),
+                held(id),
+            ),
+            (
+                NewEvent::new(
+                    format!("{id}/released"),
+                    Event::LockReleased {
+                        deploy_id: id.into(),
+                    },
+                ),
+                Precondition::ReleaseLock(id.into()),
+            ),
+        ]
+    };
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/start", deploy_started("d1")),
+                &Precondition::TakeLock(holder("d1")),
+            )
+            .await,
+        "TakeLock",
+    );
+    let appended = ok(
+        store.append_in_order(&stream, &ending("d1")).await,
+        "append_in_order",
+    );
+    assert_eq!(
+        appended,
+        vec![Appended::New(2), Appended::New(3), Appended::New(4)],
+        "ordered appends take consecutive positions, in order"
+    );
+    let events = ok(store.read(&stream, 0).await, "read");
+    assert_eq!(
+        keys(&events),
+        [
+            "d1/start",
+            "d1/Bucket/create/done",
+            "d1/destroyed",
+            "d1/released"
+        ],
+        "the events are stored in the order given"
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        None,
+        "the last one released the lock"
+    );
+
+    let again = ok(
+        store.append_in_order(&stream, &ending("d1")).await,
+        "append_in_order again",
+    );
+    assert!(
+        again.iter().all(|a| matches!(a, Appended::AlreadyThere(_))) && again.len() == 3,
+        "the same ordered appends again are all there already, got {again:?}"
+    );
+
+    // Another run holds the lock, then nobody does: none of d3's events is appended.
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d2/start", deploy_started("d2")),
+                &Precondition::TakeLock(holder("d2")),
+            )
+            .await,
+        "TakeLock by d2",
+    );
+    for (what, lock) in [("held by another run", Some(holder("d2"))), ("free", None)] {
+        if lock.is_none() {
+            ok(
+                store
+                    .append(
+                        &stream,
+                        &NewEvent::new(
+                            "d2/released",
+                            Event::LockReleased {
+                                deploy_id: "d2".into(),
+                            },
+                        ),
+                        &Precondition::ReleaseLock("d2".into()),
+                    )
+                    .await,
+                "release by d2",
+            );
+        }
+        let before = count(store, &stream).await;
+        match store.append_in_order(&stream, &ending("d3")).await {
+            Err(StoreError::NotHolder { deploy_id, .. }) => assert_eq!(deploy_id, "d3"),
+            other => panic!(
+                "ordered appends of a run without the lock ({what}) must be NotHolder, got {other:?}"
+            ),
+        }
+        assert_eq!(
+            count(store, &stream).await,
+            before,
+            "a refused ordered append (lock {what}) appends nothing"
+        );
+        assert_eq!(
+            ok(store.lock_holder(&stream).await, "lock_holder"),
+            lock,
+            "the lock ({what}) is unchanged"
+        );
+    }
+}

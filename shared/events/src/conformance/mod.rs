@@ -32,7 +32,9 @@ pub use appends::{
     conflicting_append_is_detected, large_event_round_trips, many_events_read_back_across_pages,
     retried_append_is_a_no_op,
 };
-pub use locks::{broken_lock, lease_is_renewed_by_its_holder_only, lock_is_exclusive};
+pub use locks::{
+    broken_lock, lease_is_renewed_by_its_holder_only, lock_is_exclusive, ordered_appends_end_a_run,
+};
 pub use rewrite::{PLAINTEXT as REWRITTEN_PLAINTEXT, rewrite_replaces_bodies_in_place};
 pub use streams::{snapshots, streams_are_independent_and_listed};
 
@@ -53,6 +55,7 @@ pub async fn run_all<S: EventStore + 'static>(store: Arc<S>, prefix: &str) {
     concurrent_appenders_lose_nothing(Arc::clone(&store), prefix, DEFAULT_APPENDERS).await;
     lock_is_exclusive(&*store, prefix).await;
     broken_lock(&*store, prefix).await;
+    ordered_appends_end_a_run(&*store, prefix).await;
     lease_is_renewed_by_its_holder_only(&*store, prefix).await;
     streams_are_independent_and_listed(&*store, prefix).await;
     snapshots(&*store, prefix).await;

@@ -34,6 +34,9 @@ struct Request {
     type_name: &'static str,
     json: String,
     pre: Precondition,
+    /// Set on the appends of one [`DynamoStore::append_events_in_order`] call, but the
+    /// last: the next request of the queue belongs with this one, in the same transaction.
+    joined: bool,
     reply: oneshot::Sender<StoreResult<Appended>>,
 }
 
@@ -63,19 +66,74 @@ impl Lane {
         if alone {
             return batch;
         }
+        // The appends of one ordered call go together (their size was checked when they
+        // were queued), the first of them in front or after compatible appends.
+        let mut joined = batch[0].joined;
         while let Some(next) = queue.front() {
-            let more = pages::inline_bytes(&next.json);
-            if next.pre != batch[0].pre
-                || keys.contains(&next.key)
-                || !pages::fits(batch.len(), bytes, more)
-            {
+            if !joined {
+                let group = queue
+                    .iter()
+                    .position(|r| !r.joined)
+                    .map_or(queue.len(), |i| i + 1);
+                let more: usize = queue
+                    .iter()
+                    .take(group)
+                    .map(|r| pages::inline_bytes(&r.json))
+                    .sum();
+                let fits = queue
+                    .iter()
+                    .take(group)
+                    .all(|r| follows(&batch[0].pre, &r.pre) && !keys.contains(&r.key))
+                    && pages::fits(batch.len() + group - 1, bytes, more);
+                if !fits || (group == 1 && next.pre != batch[0].pre) {
+                    break;
+                }
+            }
+            let Some(next) = queue.pop_front() else { break };
+            joined = next.joined;
+            bytes += pages::inline_bytes(&next.json);
+            keys.insert(next.key.clone());
+            let closes = matches!(next.pre, Precondition::ReleaseLock(_));
+            batch.push(next);
+            if closes {
                 break;
             }
-            bytes += more;
-            keys.insert(next.key.clone());
-            batch.extend(queue.pop_front());
         }
         batch
+    }
+}
+
+/// Whether an append under `next` may be written in the transaction of appends under
+/// `first`: the same precondition, or the release of the lock they hold (which then ends
+/// the transaction).
+fn follows(first: &Precondition, next: &Precondition) -> bool {
+    match (first, next) {
+        (Precondition::HoldsLock(held), Precondition::ReleaseLock(released)) => held == released,
+        _ => first == next,
+    }
+}
+
+/// What a transaction of `batch` does with the lock, as a precondition and whether a
+/// release is strict: appends under the lock followed by its release delete the lock only
+/// while this run holds it (a release alone also succeeds on a free lock; the appends
+/// before it may not).
+fn lock_pre(batch: &[Request]) -> (Precondition, bool) {
+    match (batch.first(), batch.last()) {
+        (Some(first), Some(last)) => {
+            let strict = batch.len() > 1
+                && matches!(first.pre, Precondition::HoldsLock(_))
+                && matches!(last.pre, Precondition::ReleaseLock(_));
+            (last.pre.clone(), strict)
+        }
+        _ => (Precondition::None, false),
+    }
+}
+
+/// The lock operation of [`lock_pre`]'s answer.
+fn lock_op(pre: &Precondition, strict: bool) -> LockOp<'_> {
+    match pre {
+        Precondition::ReleaseLock(id) if strict => LockOp::Break(id),
+        pre => LockOp::from(pre),
     }
 }
 
@@ -92,31 +150,66 @@ impl DynamoStore {
         new: &NewEvent,
         pre: &Precondition,
     ) -> StoreResult<Appended> {
+        let mut answers = self.enqueue(stream, &[(new.clone(), pre.clone())]);
+        answers.remove(0).await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Appends `events` in one transaction when they are appends under the lock, maybe
+    /// followed by its release, and fit one page; otherwise one by one (see
+    /// [`EventStore::append_in_order`](crate::store::EventStore::append_in_order)).
+    pub(super) async fn append_events_in_order(
+        &self,
+        stream: &StreamId,
+        events: &[(NewEvent, Precondition)],
+    ) -> StoreResult<Vec<Appended>> {
+        if !one_transaction(events) {
+            let mut appended = Vec::with_capacity(events.len());
+            for (event, pre) in events {
+                appended.push(self.append_event(stream, event, pre).await?);
+            }
+            return Ok(appended);
+        }
+        let mut appended = Vec::with_capacity(events.len());
+        for answer in self.enqueue(stream, events) {
+            appended.push(answer.await.unwrap_or_else(|_| Err(stopped()))?);
+        }
+        Ok(appended)
+    }
+
+    /// Puts `events` at the back of their stream's lane, in order and together (several
+    /// are joined: one transaction writes them all), and starts writing the lane; returns
+    /// where each append's answer comes.
+    fn enqueue(
+        &self,
+        stream: &StreamId,
+        events: &[(NewEvent, Precondition)],
+    ) -> Vec<oneshot::Receiver<StoreResult<Appended>>> {
         let pk = stream.key();
-        let body = new.event.to_body();
-        let (reply, answer) = oneshot::channel();
         let lane = self.lane(&pk);
-        lane.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Request {
-                key: new.key.clone(),
-                digest: event::digest(&body),
-                type_name: new.event.type_name(),
-                json: serde_json::to_string(&body).expect("events serialize"),
-                pre: pre.clone(),
-                reply,
-            });
+        let mut answers = Vec::with_capacity(events.len());
+        {
+            let mut queue = lane.queue.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, (new, pre)) in events.iter().enumerate() {
+                let body = new.event.to_body();
+                let (reply, answer) = oneshot::channel();
+                queue.push_back(Request {
+                    key: new.key.clone(),
+                    digest: event::digest(&body),
+                    type_name: new.event.type_name(),
+                    json: serde_json::to_string(&body).expect("events serialize"),
+                    pre: pre.clone(),
+                    joined: i + 1 < events.len(),
+                    reply,
+                });
+                answers.push(answer);
+            }
+        }
         // The writing runs in a task of its own: an appender that stops waiting must not
         // cut short a transaction that holds other appenders' events. The append waits
         // for its answer only, not for that task, which may go on writing later appends.
         let store = self.clone();
         tokio::spawn(async move { store.drain(&pk, &lane).await });
-        answer.await.unwrap_or_else(|_| {
-            Err(StoreError::Backend(
-                "the task writing this append stopped before it answered".into(),
-            ))
-        })
+        answers
     }
 
     /// Writes the lane's queue until it is empty, one transaction at a time.
@@ -131,14 +224,16 @@ impl DynamoStore {
         }
     }
 
-    /// Writes `batch` (appends of one precondition) at the positions after `last`,
+    /// Writes `batch` (appends of one precondition, or appends under the lock followed by
+    /// its release) at the positions after `last`,
     /// answering each append; `last` is the stream's end after it, when known.
     async fn commit(&self, pk: &str, mut batch: Vec<Request>, last: &mut Option<u64>) {
-        let pre = batch[0].pre.clone();
-        let lock = LockOp::from(&pre);
         let mut contention = 0;
         let mut refused = 1;
         while !batch.is_empty() {
+            // Again each time: a retried transaction may have fewer appends.
+            let (pre, strict) = lock_pre(&batch);
+            let lock = lock_op(&pre, strict);
             let prev = match *last {
                 Some(prev) => prev,
                 None => match self.last_seq(pk).await {
@@ -313,6 +408,34 @@ impl DynamoStore {
             Appended::AlreadyThere(at)
         })
     }
+}
+
+/// Whether `events` can go in one transaction: two or more appends holding one run's
+/// lock, the last maybe releasing it, with distinct keys, that fit one page.
+fn one_transaction(events: &[(NewEvent, Precondition)]) -> bool {
+    let Some(((_, Precondition::HoldsLock(id)), rest)) = events.split_first() else {
+        return false;
+    };
+    let mut bytes = 0;
+    let mut keys = HashSet::new();
+    events.len() > 1
+        && rest.iter().enumerate().all(|(i, (_, pre))| match pre {
+            Precondition::HoldsLock(other) => other == id,
+            Precondition::ReleaseLock(other) => other == id && i + 2 == events.len(),
+            _ => false,
+        })
+        && events.iter().enumerate().all(|(i, (new, _))| {
+            let json = serde_json::to_string(&new.event.to_body()).expect("events serialize");
+            let more = pages::inline_bytes(&json);
+            let fits = pages::fits(i, bytes, more);
+            bytes += more;
+            fits && keys.insert(new.key.as_str())
+        })
+}
+
+/// The answer of an append whose writing task stopped first.
+fn stopped() -> StoreError {
+    StoreError::Backend("the task writing this append stopped before it answered".into())
 }
 
 /// Answers every append of `batch` with `error`.

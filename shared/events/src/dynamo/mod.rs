@@ -456,6 +456,14 @@ impl EventStore for DynamoStore {
         self.append_event(stream, event, pre).await
     }
 
+    async fn append_in_order(
+        &self,
+        stream: &StreamId,
+        events: &[(NewEvent, Precondition)],
+    ) -> StoreResult<Vec<Appended>> {
+        self.append_events_in_order(stream, events).await
+    }
+
     async fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
         let Some(first) = after.checked_add(1) else {
             return Ok(Vec::new());
