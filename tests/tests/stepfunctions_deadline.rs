@@ -1,8 +1,9 @@
 //! Tasks past their deadline, through the state machines and the worker: with
 //! `STACKFLOW_TASK_DEADLINE_SECONDS` at 1 and a custom resource whose handler answers
-//! after 3 seconds, the deploy's Act and the destroy's task are each cut at least once
-//! (`Stackflow.Again`), run again, and resume: the same `RequestId` every time, one
-//! resource made, and the destroy, as one run, finishes.
+//! after 3 seconds, the deploy's Act, the destroy's task and a failed deploy's Fail (its
+//! rollback) are each cut at least once (`Stackflow.Again`), run again, and resume: the
+//! same `RequestId` every time, one resource made, and the destroy and the rollback, each
+//! as one run, finish.
 //!
 //! The variable is read by every task of the process, so the test runs itself again as a
 //! child process with it set.
@@ -143,6 +144,12 @@ async fn service_token(rig: &Rig, seen: mpsc::UnboundedSender<Value>) -> String 
 
 /// How many times the execution `arn` ran a task that answered `Stackflow.Again`.
 async fn agains(rig: &Rig, arn: &str) -> usize {
+    agains_from(rig, arn, None).await
+}
+
+/// How many times the execution `arn` ran a task that answered `Stackflow.Again` after it
+/// first entered the state `from` (from its start when `None`).
+async fn agains_from(rig: &Rig, arn: &str, from: Option<&str>) -> usize {
     let h = rig
         .sfn
         .get_execution_history()
@@ -151,16 +158,23 @@ async fn agains(rig: &Rig, arn: &str) -> usize {
         .send()
         .await
         .unwrap();
-    // An activity's failure is `ActivityFailed` on AWS, `TaskFailed` on the emulator.
-    h.events()
-        .iter()
-        .filter_map(|e| {
-            e.activity_failed_event_details()
-                .and_then(|d| d.error())
-                .or_else(|| e.task_failed_event_details().and_then(|d| d.error()))
-        })
-        .filter(|error| *error == "Stackflow.Again")
-        .count()
+    let mut counting = from.is_none();
+    let mut count = 0;
+    for e in h.events() {
+        let entered = e.state_entered_event_details().map(|d| d.name());
+        if from.is_some() && entered == from {
+            counting = true;
+        }
+        // An activity's failure is `ActivityFailed` on AWS, `TaskFailed` on the emulator.
+        let error = e
+            .activity_failed_event_details()
+            .and_then(|d| d.error())
+            .or_else(|| e.task_failed_event_details().and_then(|d| d.error()));
+        if counting && error == Some("Stackflow.Again") {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// The request types and ids the handler saw so far.
@@ -239,6 +253,43 @@ async fn run() {
     assert!(
         !deletes.is_empty() && deletes.iter().all(|d| d == &deletes[0] && d.0 == "Delete"),
         "one run, one delete request: {deletes:?}"
+    );
+
+    // A failed deploy whose rollback outlasts one invocation: the queue after Slow fails,
+    // Fail's rollback deletes Slow, whose handler answers after 3 seconds; Fail is cut at
+    // its deadline, runs again and resumes the same undo.
+    let stack = unique_name("SfnSlowFail");
+    let t = template(json!({"Resources": {
+        "Slow": {"Type": "Custom::Slow", "Properties": {"ServiceToken": topic}},
+        "Bad": {
+            "Type": "AWS::SQS::Queue",
+            "DependsOn": "Slow",
+            "Properties": {"VisibilityTimeout": 999999}
+        }
+    }}));
+    let req = rig.upload(&input(&stack, t), None).await;
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    assert!(
+        agains_from(&rig, &arn, Some("Fail")).await >= 1,
+        "Fail ran past its deadline"
+    );
+    let stream = StreamId::new("us-east-1", &stack);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(
+        state.resources.is_empty() && state.pending.is_empty() && state.lock.is_none(),
+        "the rollback finished and released the lock: {:?}",
+        (&state.resources, &state.pending, &state.lock)
+    );
+    let requests = drain(&mut seen);
+    let undos: Vec<_> = requests.iter().filter(|r| r.0 == "Delete").collect();
+    assert!(
+        !undos.is_empty() && undos.iter().all(|d| d == &undos[0]),
+        "one undo, one delete request: {requests:?}"
     );
     let _ = rig.stop.send(true);
 }

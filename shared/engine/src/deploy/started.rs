@@ -11,6 +11,7 @@
 use std::time::{Duration, SystemTime};
 
 use stackflow_events::EventStore;
+use stackflow_events::event::Operation;
 use stackflow_events::projection::{PendingIntent, StackState};
 
 use super::Deployment;
@@ -23,7 +24,10 @@ pub const TASK_BOUND: Duration = Duration::from_secs(15 * 60 + 60);
 
 /// The intents of deploy `deploy_id` without an outcome that were recorded less than
 /// `bound` before `now`: calls whose task may still be running. An intent without a time
-/// (recorded before intents kept one) or with one that does not parse is not counted.
+/// (recorded before intents kept one) or with one that does not parse is not counted, nor
+/// an undo: the deploy's rollback runs inside Fail only, so an undo without an outcome is
+/// one a Fail cut at its deadline dropped, which the rollback resumes (never a call still
+/// running beside it).
 pub fn running_intents<'a>(
     state: &'a StackState,
     deploy_id: &str,
@@ -33,7 +37,7 @@ pub fn running_intents<'a>(
     state
         .pending
         .values()
-        .filter(|p| p.deploy_id == deploy_id)
+        .filter(|p| p.deploy_id == deploy_id && p.operation != Operation::Undo)
         .filter(|p| {
             let Some(at) = p.at.as_deref() else {
                 return false;
@@ -100,7 +104,7 @@ impl<S: EventStore + 'static> Deployment<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stackflow_events::event::{Operation, ProviderKind};
+    use stackflow_events::event::ProviderKind;
 
     fn intent(deploy_id: &str, id: &str, at: Option<&str>) -> PendingIntent {
         PendingIntent {
@@ -126,6 +130,10 @@ mod tests {
             intent("d-1", "Untimed", None),
             intent("d-1", "Ahead", Some("2026-03-01T10:20:00Z")),
             intent("d-0", "Other", Some("2026-03-01T10:14:00.000Z")),
+            PendingIntent {
+                operation: Operation::Undo,
+                ..intent("d-1", "Undoing", Some("2026-03-01T10:14:00.000Z"))
+            },
         ] {
             state.pending.insert(p.logical_id.clone(), p);
         }

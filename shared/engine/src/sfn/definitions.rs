@@ -349,12 +349,12 @@ mod tests {
         let bounded: Vec<(String, Value)> = tasks()
             .into_iter()
             .filter(|(_, t)| {
-                ["${Provision}", "${Destroy}", "${Rollback}"]
+                ["${Provision}", "${Fail}", "${Destroy}", "${Rollback}"]
                     .iter()
                     .any(|r| t["Resource"] == json!(r))
             })
             .collect();
-        assert_eq!(bounded.len(), 4, "Act, Delete, Destroy, Rollback");
+        assert_eq!(bounded.len(), 5, "Act, Delete, Fail, Destroy, Rollback");
         for (def, task) in bounded {
             let first = &task["Retry"][0];
             assert_eq!(

@@ -262,22 +262,41 @@ impl<S: EventStore + 'static> Tasks<S> {
     /// run ([`TASK_BOUND`]), answers [`Waiting`] (the state machine waits and runs Fail
     /// again); after that, settles them and fails the deploy ([`Tasks::fail`]), so the
     /// rollback undoes what they made too.
+    ///
+    /// It runs within the task's deadline: past it (a rollback longer than one
+    /// invocation) `Stackflow.Again`, and the next invocation resumes the rollback, whose
+    /// undo intents and keys are the deploy's (an undo it cut is replayed with its token).
     pub async fn fail_or_wait(&self, r: DeployRef) -> Result<FailAnswer, TaskError> {
-        let d = self.deployment(&r.stack, &r.deploy_id).await?;
-        if holds_lock(&d) {
-            let now = std::time::SystemTime::now();
-            if let Started::Running(ids) = d.settle_started(now, TASK_BOUND).await? {
-                return Ok(FailAnswer::Wait(Waiting::new(r, ids)));
+        let deadline = task_deadline();
+        let what = format!("fail {}", r.deploy_id);
+        let work = async {
+            let d = self.deployment(&r.stack, &r.deploy_id).await?;
+            if holds_lock(&d) {
+                let now = std::time::SystemTime::now();
+                if let Started::Running(ids) = d.settle_started(now, TASK_BOUND).await? {
+                    return Ok(FailAnswer::Wait(Waiting::new(r, ids)));
+                }
             }
-        }
-        Ok(FailAnswer::Ended(self.fail_deployment(r, d).await?))
+            Ok(FailAnswer::Ended(self.fail_deployment(r, d).await?))
+        };
+        within(deadline, work)
+            .await
+            .ok_or_else(|| TaskError::again(&what, deadline))?
     }
 
     /// **Fail**: `DeployFailed` with the first error, the rollback (unless
-    /// `noRollback`), the lock released.
+    /// `noRollback`), the lock released; within the task's deadline, as
+    /// [`Tasks::fail_or_wait`].
     pub async fn fail(&self, r: DeployRef) -> Result<Ended, TaskError> {
-        let d = self.deployment(&r.stack, &r.deploy_id).await?;
-        self.fail_deployment(r, d).await
+        let deadline = task_deadline();
+        let what = format!("fail {}", r.deploy_id);
+        let work = async {
+            let d = self.deployment(&r.stack, &r.deploy_id).await?;
+            self.fail_deployment(r, d).await
+        };
+        within(deadline, work)
+            .await
+            .ok_or_else(|| TaskError::again(&what, deadline))?
     }
 
     async fn fail_deployment(&self, r: DeployRef, d: Deployment<S>) -> Result<Ended, TaskError> {
