@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::json;
-use stackflow_events::{StreamId, load_state};
+use stackflow_events::{EventStore, StreamId, load_state};
 use stackflow_tests::unique_name;
 use tokio::sync::watch;
 
@@ -190,5 +190,45 @@ async fn a_failed_destroy_releases_only_its_own_lock_and_says_why() {
         })
         .expect("the stream says why the destroy ended");
     assert_eq!(why.name, "Stackflow.Again");
+    let _ = rig.stop.send(true);
+}
+
+/// The deploy's `concurrency` bounds the `Map`: eight independent resources deployed with
+/// a concurrency of 2 through workers that would take eight at once (every AWS call of an
+/// action 300 ms slower, so that actions overlap) never have more than two actions open
+/// (an intent without its outcome yet, read in the log's order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_deploys_concurrency_bounds_its_map() {
+    use stackflow_events::Event;
+    let rig = rig_slow(1, Duration::from_millis(300)).await;
+    let stack = unique_name("SfnConcurrency");
+    let resources: serde_json::Map<String, serde_json::Value> = (0..8)
+        .map(|i| {
+            let queue = json!({"Type": "AWS::SQS::Queue"});
+            (format!("Q{i}"), queue)
+        })
+        .collect();
+    let t = template(json!({ "Resources": resources }));
+    let mut req = rig.upload(&input(&stack, t), None).await;
+    req.concurrency = 2;
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let stream = StreamId::new("us-east-1", &stack);
+    let (mut open, mut most) = (0_i64, 0_i64);
+    for e in rig.store.read(&stream, 0).await.unwrap() {
+        match e.event {
+            Event::ResourceIntent { .. } => open += 1,
+            Event::ResourceCreated { .. } | Event::ResourceFailed { .. } => open -= 1,
+            _ => {}
+        }
+        most = most.max(open);
+    }
+    assert_eq!(open, 0, "every intent has its outcome");
+    assert!((1..=2).contains(&most), "{most} actions were open at once");
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 8);
     let _ = rig.stop.send(true);
 }

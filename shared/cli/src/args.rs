@@ -594,7 +594,9 @@ pub struct DeployArgs {
 
     /// Pin the number of resource actions at once to N. Without it each AWS service gets
     /// its own limit, which starts at 64, halves when the service throttles and grows
-    /// back while calls succeed (at most 256 actions in all)
+    /// back while calls succeed (at most 256 actions in all). With --remote, the deploy's
+    /// Step Functions Map runs at most N actions at once (at most 40, Step Functions'
+    /// limit for an inline Map; 40 without it)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: Option<u16>,
 

@@ -36,6 +36,8 @@ pub struct Rig {
     pub stop: watch::Sender<bool>,
     pub tasks: Arc<Tasks<SqliteStore>>,
     pub activities: BTreeMap<String, String>,
+    /// The proxy that slows the providers' calls down, when the rig has one.
+    pub slow: Option<stackflow_tests::latency::LatencyProxy>,
 }
 
 pub async fn rig(workers: usize) -> Rig {
@@ -43,8 +45,31 @@ pub async fn rig(workers: usize) -> Rig {
 }
 
 pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
+    rig_built(workers, heartbeat, None).await
+}
+
+/// A rig whose providers' AWS calls each take `latency` more (through a
+/// [`LatencyProxy`](stackflow_tests::latency::LatencyProxy)), so that actions last long
+/// enough to overlap.
+pub async fn rig_slow(workers: usize, latency: Duration) -> Rig {
+    rig_built(workers, 20, Some(latency)).await
+}
+
+async fn rig_built(workers: usize, heartbeat: u32, latency: Option<Duration>) -> Rig {
     let emu = Emulator::shared().await;
     let config = emu.sdk_config().await;
+    let slow = match latency {
+        Some(latency) => Some(
+            stackflow_tests::latency::LatencyProxy::start(emu.endpoint(), latency)
+                .await
+                .unwrap(),
+        ),
+        None => None,
+    };
+    let provider_config = match &slow {
+        Some(proxy) => config.to_builder().endpoint_url(proxy.endpoint()).build(),
+        None => config.clone(),
+    };
     let sfn = aws_sdk_sfn::Client::new(&config);
     let s3 = emu.s3().await;
     let bucket = unique_name("sf-engine").to_lowercase();
@@ -53,7 +78,10 @@ pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
     let store = Arc::new(SqliteStore::open(dir.join("events.db")).unwrap());
     let engine = Arc::new(Engine {
         store: store.clone(),
-        providers: Arc::new(Providers::from_config(&config, Some(bucket.clone()))),
+        providers: Arc::new(Providers::from_config(
+            &provider_config,
+            Some(bucket.clone()),
+        )),
         lookups: Arc::new(AwsLookups::new(&config)),
         region: "us-east-1".into(),
         who: "worker-test".into(),
@@ -104,6 +132,7 @@ pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
         stop,
         tasks,
         activities,
+        slow,
     };
     for i in 0..workers {
         tokio::spawn(rig.worker(&format!("test-worker-{i}")).run(rx.clone()));

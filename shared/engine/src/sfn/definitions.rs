@@ -235,6 +235,36 @@ mod tests {
         out
     }
 
+    /// Every `Map` runs as many iterations at once as the deploy asks (`concurrency` in
+    /// the execution input, which Plan carries to the `Map`'s input, within 1 and 40),
+    /// not a number written in the definition.
+    #[test]
+    fn each_map_takes_the_deploys_concurrency() {
+        let mut maps = Vec::new();
+        for (name, def) in ALL {
+            let mut v: Value = serde_json::from_str(def).unwrap();
+            walk_states(&mut v, &mut |state| {
+                if state.get("Type").and_then(Value::as_str) == Some("Map") {
+                    maps.push((name.to_string(), Value::Object(state.clone())));
+                }
+            });
+        }
+        assert_eq!(maps.len(), 2, "provision and cleanup");
+        for (def, map) in maps {
+            assert_eq!(map["MaxConcurrencyPath"], json!("$.concurrency"), "{def}");
+            assert!(map.get("MaxConcurrency").is_none(), "{def}: {map}");
+        }
+        use super::super::payloads::{MAP_CONCURRENCY, map_concurrency};
+        assert_eq!(map_concurrency(0), 1);
+        assert_eq!(map_concurrency(7), 7);
+        assert_eq!(map_concurrency(500), MAP_CONCURRENCY);
+        let r: DeployRef = serde_json::from_value(json!({"stack": "s", "deployId": "d"})).unwrap();
+        assert_eq!(
+            r.concurrency, MAP_CONCURRENCY,
+            "a reference from before keeps 40"
+        );
+    }
+
     /// The errors a task's `Retry` matches.
     fn retried(task: &Value) -> BTreeSet<String> {
         task["Retry"]
@@ -464,6 +494,7 @@ mod tests {
             no_changes: false,
             failed: true,
             items: vec![],
+            concurrency: 40,
         };
         let answer = FailAnswer::Wait(Waiting::new(r, vec!["Queue".into()]));
         let out = serde_json::to_value(&answer).unwrap();
@@ -554,6 +585,7 @@ mod tests {
             no_changes: false,
             failed: false,
             items: ids.clone(),
+            concurrency: 40,
         };
         let plan_out = serde_json::to_value(&plan).unwrap();
         assert!(

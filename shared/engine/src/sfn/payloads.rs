@@ -91,6 +91,22 @@ pub struct DeployRef {
     /// resources stays well under Step Functions' 256 KB payload limit.
     #[serde(default)]
     pub items: Vec<String>,
+    /// How many of the `Map`'s iterations run at once (its `MaxConcurrencyPath`): the
+    /// deploy's `concurrency`, within 1 and [`MAP_CONCURRENCY`].
+    #[serde(default = "map_concurrency_default")]
+    pub concurrency: usize,
+}
+
+/// The most iterations of an inline `Map` Step Functions runs at once.
+pub const MAP_CONCURRENCY: usize = 40;
+
+fn map_concurrency_default() -> usize {
+    MAP_CONCURRENCY
+}
+
+/// The `Map` concurrency of a deploy asking for `concurrency` actions at once.
+pub fn map_concurrency(concurrency: usize) -> usize {
+    concurrency.clamp(1, MAP_CONCURRENCY)
 }
 
 /// What an item's task did.

@@ -27,6 +27,7 @@ pub use super::release::{Recorded, ReleaseRequest, Released};
 
 use super::artifacts::prefix;
 use super::deadline::{task_deadline, within};
+use super::payloads::map_concurrency;
 use crate::deploy::{Cleanup, Deployment, Started, TASK_BOUND};
 use crate::destroy::destroy_stack_as;
 use crate::engine::{DeployOptions, Engine, EngineError};
@@ -102,6 +103,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 no_changes: true,
                 failed: false,
                 items: vec![],
+                concurrency: map_concurrency(req.concurrency),
             });
         };
         let p = prefix(&req.stack, &d.deploy_id);
@@ -119,6 +121,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             no_changes: false,
             failed: false,
             items: tasks.iter().map(|t| t.id.clone()).collect(),
+            concurrency: map_concurrency(req.concurrency),
         })
     }
 
