@@ -91,6 +91,7 @@ impl Machines {
             bucket: bucket.clone(),
             kms_key: None,
             allowed_types: None,
+            history: Default::default(),
         });
         let (stop, rx) = watch::channel(false);
         for i in 0..workers {

@@ -232,3 +232,53 @@ async fn the_deploys_concurrency_bounds_its_map() {
     assert_eq!(state.resources.len(), 8);
     let _ = rig.stop.send(true);
 }
+
+/// A deploy whose execution's history nears Step Functions' limit stops through Fail: with
+/// the gates' guard at 40 events (read at every iteration), twelve queues start, the gates
+/// that find the history past it stop the deploy (marker, waiting gates released), and the
+/// execution ends in `Stackflow.DeployFailed` with everything rolled back and the lock
+/// free; the failure says why (`HistoryLimit`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deploy_near_the_history_limit_stops_through_fail() {
+    use stackflow_engine::sfn::history::HistoryGuard;
+    use stackflow_events::Event;
+    let guard = HistoryGuard {
+        stop_at: 40,
+        check_every: 1,
+    };
+    let rig = rig_with_history(1, guard).await;
+    let stack = unique_name("SfnHistory");
+    let resources: serde_json::Map<String, serde_json::Value> = (0..12)
+        .map(|i| (format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"})))
+        .collect();
+    let t = template(json!({ "Resources": resources }));
+    let req = rig.upload(&input(&stack, t), None).await;
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    let stream = StreamId::new("us-east-1", &stack);
+    let failed: Vec<_> = rig
+        .store
+        .read(&stream, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::DeployFailed { error, .. } => Some(error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].name, "HistoryLimit", "{failed:?}");
+    assert!(failed[0].message.contains("25000"), "{failed:?}");
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(
+        state.resources.is_empty() && state.pending.is_empty() && state.lock.is_none(),
+        "rolled back, lock free: {:?}",
+        (&state.resources, &state.pending, &state.lock)
+    );
+    let _ = rig.stop.send(true);
+}

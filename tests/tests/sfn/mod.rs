@@ -16,6 +16,7 @@ use stackflow_core::template::Template;
 use stackflow_engine::Engine;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::progress::Silent;
+use stackflow_engine::sfn::history::HistoryGuard;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
@@ -45,17 +46,27 @@ pub async fn rig(workers: usize) -> Rig {
 }
 
 pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
-    rig_built(workers, heartbeat, None).await
+    rig_built(workers, heartbeat, None, HistoryGuard::default()).await
+}
+
+/// A rig whose gates stop a deploy at `history`'s limit.
+pub async fn rig_with_history(workers: usize, history: HistoryGuard) -> Rig {
+    rig_built(workers, 20, None, history).await
 }
 
 /// A rig whose providers' AWS calls each take `latency` more (through a
 /// [`LatencyProxy`](stackflow_tests::latency::LatencyProxy)), so that actions last long
 /// enough to overlap.
 pub async fn rig_slow(workers: usize, latency: Duration) -> Rig {
-    rig_built(workers, 20, Some(latency)).await
+    rig_built(workers, 20, Some(latency), HistoryGuard::default()).await
 }
 
-async fn rig_built(workers: usize, heartbeat: u32, latency: Option<Duration>) -> Rig {
+async fn rig_built(
+    workers: usize,
+    heartbeat: u32,
+    latency: Option<Duration>,
+    history: HistoryGuard,
+) -> Rig {
     let emu = Emulator::shared().await;
     let config = emu.sdk_config().await;
     let slow = match latency {
@@ -98,6 +109,7 @@ async fn rig_built(workers: usize, heartbeat: u32, latency: Option<Duration>) ->
         bucket: bucket.clone(),
         kms_key: None,
         allowed_types: None,
+        history,
     });
     let prefix = unique_name("sf");
     let activities = ensure_activities(&sfn, &prefix).await.unwrap();

@@ -361,6 +361,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         bucket,
         kms_key: None,
         allowed_types: None,
+        history: Default::default(),
     });
     let worker = Worker {
         tasks,

@@ -182,12 +182,6 @@ impl<S: EventStore + 'static> Deployment<S> {
         why: &str,
         roll_back: bool,
     ) -> Result<Option<RollbackReport>, EngineError> {
-        // The baselines read and not appended yet are appended first, as every baseline
-        // read beside the run: best effort (one not appended is read again later).
-        let pending = self.observations.settle_for_end(&self.deploy_id).await;
-        if let Some((key, event, _)) = pending {
-            let _ = self.recorder.append(key, event, &self.holds()).await;
-        }
         let (error, logical_id) = match first {
             Some(f) => (f.error.clone(), Some(f.logical_id.clone())),
             None => (
@@ -198,6 +192,23 @@ impl<S: EventStore + 'static> Deployment<S> {
                 None,
             ),
         };
+        self.fail_because(error, logical_id, roll_back).await
+    }
+
+    /// [`Deployment::fail`] with the error to record (and the resource it is about, when
+    /// one is).
+    pub async fn fail_because(
+        &self,
+        error: ErrorInfo,
+        logical_id: Option<String>,
+        roll_back: bool,
+    ) -> Result<Option<RollbackReport>, EngineError> {
+        // The baselines read and not appended yet are appended first, as every baseline
+        // read beside the run: best effort (one not appended is read again later).
+        let pending = self.observations.settle_for_end(&self.deploy_id).await;
+        if let Some((key, event, _)) = pending {
+            let _ = self.recorder.append(key, event, &self.holds()).await;
+        }
         self.recorder
             .append(
                 run_key(&self.deploy_id, RunEvent::Failed),

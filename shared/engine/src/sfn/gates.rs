@@ -18,8 +18,9 @@ use stackflow_events::EventStore;
 
 use super::artifacts::{aws_error, prefix};
 use super::errors::TaskError;
-use super::payloads::{GateAnswer, Item};
+use super::payloads::{GateAnswer, Item, Phase};
 use super::tasks::Tasks;
+use stackflow_events::event::ErrorInfo;
 
 impl<S: EventStore + 'static> Tasks<S> {
     pub(crate) async fn all_done(&self, item: &Item, deps: &[String]) -> Result<bool, TaskError> {
@@ -74,6 +75,12 @@ impl<S: EventStore + 'static> Tasks<S> {
             self.release(token, false).await?;
             return Ok(true);
         }
+        if let Some(why) = self.history_spent(item).await? {
+            let body = serde_json::to_vec(&why).unwrap_or_default();
+            self.stop_phase(item, body).await?;
+            self.release(token, false).await?;
+            return Ok(true);
+        }
         let graph = self.graph(&item.stack, &item.deploy_id, item.phase).await?;
         let deps = graph
             .iter()
@@ -85,6 +92,66 @@ impl<S: EventStore + 'static> Tasks<S> {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Stops `item`'s phase as a failed action does: its marker (`failed` in provision;
+    /// `partial` in cleanup, whose deletes cannot be undone: what is left stays recorded
+    /// for the next run), holding `why` (an [`ErrorInfo`] in JSON, or nothing when the
+    /// failure is recorded in the log), and every gate that waits released as "stop".
+    pub(crate) async fn stop_phase(&self, item: &Item, why: Vec<u8>) -> Result<(), TaskError> {
+        let p = prefix(&item.stack, &item.deploy_id);
+        let marker = match item.phase {
+            Phase::Provision => "failed",
+            Phase::Cleanup => "partial",
+        };
+        self.put(&format!("{p}{marker}"), why).await?;
+        let phase = item.phase.as_str();
+        for key in self.list(&format!("{p}gates/{phase}/")).await? {
+            let id = key.rsplit('/').next().unwrap_or_default();
+            if self.exists(&format!("{p}done/{phase}/{id}")).await? {
+                continue;
+            }
+            if let Some(token) = self.get(&key).await? {
+                self.release(&String::from_utf8_lossy(&token), false)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// When `item`'s gate reads the history
+    /// ([`HistoryGuard::checks`](super::history::HistoryGuard::checks)) and its execution
+    /// has passed the guard's limit: why the deploy stops.
+    async fn history_spent(&self, item: &Item) -> Result<Option<ErrorInfo>, TaskError> {
+        let (Some(execution), Some(index)) = (&item.execution, item.index) else {
+            return Ok(None);
+        };
+        if !self.history.checks(index) {
+            return Ok(None);
+        }
+        let newest = self
+            .sfn
+            .get_execution_history()
+            .execution_arn(execution)
+            .reverse_order(true)
+            .max_results(1)
+            .send()
+            .await
+            .map_err(|e| {
+                aws_error(
+                    "GetExecutionHistory",
+                    aws_sdk_sfn::error::DisplayErrorContext(e),
+                )
+            })?;
+        // Event ids count from 1: the newest one's is the history's length.
+        let events = newest.events().first().map_or(0, |e| e.id().max(0) as u64);
+        if events < self.history.stop_at {
+            return Ok(None);
+        }
+        Ok(Some(ErrorInfo {
+            name: "HistoryLimit".into(),
+            message: self.history.reason(events, index, item.phase.as_str()),
+        }))
     }
 
     pub(crate) async fn open_dependents(&self, item: &Item) -> Result<(), TaskError> {

@@ -11,6 +11,7 @@ mod dispatch;
 pub mod env;
 pub mod errors;
 mod gates;
+pub mod history;
 pub mod payloads;
 mod release;
 pub mod tasks;

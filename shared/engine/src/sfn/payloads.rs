@@ -69,6 +69,12 @@ pub struct Item {
     pub id: String,
     /// Its phase.
     pub phase: Phase,
+    /// The execution it runs in (`$$.Execution.Id`), whose history its gate may read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
+    /// Its place in the `Map`'s items (`$$.Map.Item.Index`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
 }
 
 /// A deploy's reference, passed from state to state.

@@ -52,6 +52,8 @@ pub struct Tasks<S> {
     pub kms_key: Option<String>,
     /// The resource types the engine may deploy (every type when `None`).
     pub allowed_types: Option<stackflow_core::deployable::Deployable>,
+    /// When the gates stop a deploy whose execution's history nears AWS's limit.
+    pub history: super::history::HistoryGuard,
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
@@ -174,30 +176,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 })
             }
             Err(failure) => {
-                // A failed delete in cleanup cannot be undone: the deploy ends partial,
-                // and what is left to delete stays recorded for the next run.
-                let marker = match item.phase {
-                    Phase::Provision => "failed",
-                    Phase::Cleanup => "partial",
-                };
-                self.put(&format!("{p}{marker}"), Vec::new()).await?;
-                // Every gate that waits now will not open: release them as "stop".
-                let gates = self
-                    .list(&format!("{p}gates/{}/", item.phase.as_str()))
-                    .await?;
-                for key in gates {
-                    let id = key.rsplit('/').next().unwrap_or_default();
-                    if self
-                        .exists(&format!("{p}done/{}/{id}", item.phase.as_str()))
-                        .await?
-                    {
-                        continue;
-                    }
-                    if let Some(token) = self.get(&key).await? {
-                        self.release(&String::from_utf8_lossy(&token), false)
-                            .await?;
-                    }
-                }
+                self.stop_phase(item, Vec::new()).await?;
                 Ok(ItemResult {
                     id: item.id.clone(),
                     outcome: "failed".into(),
@@ -327,10 +306,18 @@ impl<S: EventStore + 'static> Tasks<S> {
             }),
             _ => None,
         });
-        let rollback = if holds_lock(&d) {
-            d.fail(first.as_ref(), "an action failed", true).await?
-        } else {
-            None
+        // No action failed: a gate stopped the deploy, and its marker says why.
+        let stopped = match &first {
+            Some(_) => None,
+            None => self
+                .get(&format!("{}failed", prefix(&r.stack, &r.deploy_id)))
+                .await?
+                .and_then(|body| serde_json::from_slice::<ErrorInfo>(&body).ok()),
+        };
+        let rollback = match (holds_lock(&d), &stopped) {
+            (false, _) => None,
+            (true, Some(why)) => d.fail_because(why.clone(), None, true).await?,
+            (true, None) => d.fail(first.as_ref(), "an action failed", true).await?,
         };
         self.forget_secrets(&r.stack, &r.deploy_id).await?;
         Ok(Ended {
@@ -338,7 +325,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             deploy_id: r.deploy_id,
             status: StackStatus::Failed,
             outputs: Default::default(),
-            error: first.map(|f| f.error),
+            error: first.map(|f| f.error).or(stopped),
             rollback: rollback.as_ref().map(RolledBack::from),
         })
     }
@@ -501,6 +488,8 @@ mod tests {
             deploy_id: "d-1".into(),
             id: "Queue".into(),
             phase: Phase::Provision,
+            execution: None,
+            index: None,
         };
         let v = serde_json::to_value(&item).unwrap();
         assert_eq!(

@@ -1,0 +1,168 @@
+//! Step Functions' history limit: a Standard execution fails outright at 25,000 history
+//! events, with no `Catch` (neither Fail nor Release runs: the lock stays held, nothing is
+//! rolled back). A deploy is one execution whose inline `Map` writes every iteration into
+//! its history, so what a deploy may do within one execution is bounded, and this module
+//! knows by how much.
+//!
+//! [`EventCost`] counts the events each kind of state writes (AWS's history event types)
+//! and [`per_action`] what one action of the `Map` costs; [`HistoryGuard`] is what the gate
+//! does with it: every few iterations it reads how many events the execution has
+//! (`GetExecutionHistory`, newest first, one event: event ids count from 1), and once that
+//! passes the guard's limit, it stops the deploy as a failed action does (the `failed`
+//! marker, with why; waiting gates released as "stop"), so the execution ends through
+//! Fail (rollback) and releases the lock, with the rest of the history for that.
+
+/// AWS's limit on one execution's history.
+pub const HISTORY_LIMIT: u64 = 25_000;
+
+/// The events each kind of state writes in an execution's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventCost {
+    /// A task calling a Lambda function directly: `TaskStateEntered`,
+    /// `LambdaFunctionScheduled`, `LambdaFunctionStarted`, `LambdaFunctionSucceeded`,
+    /// `TaskStateExited`.
+    pub task: u64,
+    /// Each retry of such a task: the failure, `LambdaFunctionScheduled`,
+    /// `LambdaFunctionStarted`.
+    pub task_retry: u64,
+    /// A callback task (`.waitForTaskToken`): `TaskStateEntered`, `TaskScheduled`,
+    /// `TaskStarted`, `TaskSubmitted`, `TaskSucceeded`, `TaskStateExited`.
+    pub callback: u64,
+    /// Each re-check of a callback at its heartbeat: `TaskTimedOut`, `TaskScheduled`,
+    /// `TaskStarted`, `TaskSubmitted`.
+    pub callback_retry: u64,
+    /// One `Map` iteration: `MapIterationStarted`, `MapIterationSucceeded`.
+    pub iteration: u64,
+    /// A `Map`, a `Choice`, a `Wait` or a `Succeed`/`Fail` state: entered and exited (a
+    /// `Map` also started and succeeded).
+    pub map: u64,
+    /// A pass-through state (`Choice`, `Wait`): entered and exited.
+    pub passing: u64,
+}
+
+/// AWS's event types, counted.
+pub const COST: EventCost = EventCost {
+    task: 5,
+    task_retry: 3,
+    callback: 6,
+    callback_retry: 4,
+    iteration: 2,
+    map: 4,
+    passing: 2,
+};
+
+/// What one action of a deploy's `Map` writes: its iteration, its gate (re-checked
+/// `gate_rechecks` times) and its task (retried `retries` times: `Stackflow.Again` at a
+/// deadline, a transient error).
+pub fn per_action(cost: EventCost, gate_rechecks: u64, retries: u64) -> u64 {
+    cost.iteration
+        + cost.callback
+        + cost.callback_retry * gate_rechecks
+        + cost.task
+        + cost.task_retry * retries
+}
+
+/// What a deploy writes besides its actions, at most: the execution's start and end,
+/// Plan, the choices, both `Map`s, Conclude, Finish.
+pub fn fixed(cost: EventCost) -> u64 {
+    2 + 3 * cost.task + 2 * cost.map + 3 * cost.passing
+}
+
+/// What the gates do with the history: read its length every `check_every` iterations
+/// (by the iteration's index), and stop the deploy once it passes `stop_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryGuard {
+    /// The length past which the deploy stops.
+    pub stop_at: u64,
+    /// Every how many iterations a gate reads the length.
+    pub check_every: u64,
+}
+
+impl Default for HistoryGuard {
+    /// Stops at 20,000 events, read every 25 iterations: what the iterations started
+    /// since the last read write (at most 25 more, and the 40 running), then Fail (its
+    /// waits for late calls, its rollback across invocations) and Release fit in the
+    /// 5,000 left ([`HistoryGuard::headroom`]).
+    fn default() -> Self {
+        HistoryGuard {
+            stop_at: 20_000,
+            check_every: 25,
+        }
+    }
+}
+
+impl HistoryGuard {
+    /// Whether the gate of iteration `index` reads the history.
+    pub fn checks(self, index: u64) -> bool {
+        index.is_multiple_of(self.check_every.max(1))
+    }
+
+    /// The events left for what follows the stop, before AWS's limit.
+    pub fn headroom(self) -> u64 {
+        HISTORY_LIMIT.saturating_sub(self.stop_at)
+    }
+
+    /// How many actions (each with `gate_rechecks` and `retries`) one execution can run
+    /// before the guard stops it.
+    pub fn actions(self, cost: EventCost, gate_rechecks: u64, retries: u64) -> u64 {
+        self.stop_at.saturating_sub(fixed(cost)) / per_action(cost, gate_rechecks, retries)
+    }
+
+    /// Why the deploy stopped, for its `DeployFailed`.
+    pub fn reason(self, events: u64, index: u64, phase: &str) -> String {
+        format!(
+            "the deploy stopped before Step Functions' limit of {HISTORY_LIMIT} history \
+             events per execution: its execution had {events} events when the {phase} \
+             iteration {index} began (the guard stops at {}); deploy the stack in smaller \
+             parts (a nested stack or a second stack), then deploy again",
+            self.stop_at
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One action as the README counts it: 13 events; a deploy's fixed part is small.
+    #[test]
+    fn an_action_writes_thirteen_events() {
+        assert_eq!(per_action(COST, 0, 0), 13);
+        assert!(fixed(COST) < 40, "{}", fixed(COST));
+    }
+
+    /// The budget of a 10,000-action deploy: one execution cannot hold it (130,000
+    /// events and more), so the guard stops it, early enough for Fail and Release: with no
+    /// retry 1,536 actions run; with a gate re-check and a retry each, 998.
+    #[test]
+    fn the_budget_of_ten_thousand_actions() {
+        let guard = HistoryGuard::default();
+        let need = fixed(COST) + 10_000 * per_action(COST, 0, 0);
+        assert!(need > HISTORY_LIMIT * 5, "{need}");
+        assert_eq!(guard.actions(COST, 0, 0), 1_536);
+        assert_eq!(guard.actions(COST, 1, 1), 998);
+        // What may still come after the stop: the iterations begun since the last read
+        // (check_every) and the 40 running, each with a re-check and three retries, and
+        // Fail: 100 waits for late calls (a Choice and a Wait each) and 200 invocations
+        // (each a retry), then Release.
+        let after = (guard.check_every + 40) * per_action(COST, 1, 3)
+            + 100 * 2 * COST.passing
+            + 200 * COST.task_retry
+            + 2 * COST.task
+            + COST.map;
+        assert!(after < guard.headroom(), "{after} of {}", guard.headroom());
+    }
+
+    #[test]
+    fn gates_read_the_length_every_few_iterations() {
+        let guard = HistoryGuard::default();
+        assert!(guard.checks(0) && guard.checks(25) && !guard.checks(26));
+        let every = HistoryGuard {
+            stop_at: 10,
+            check_every: 0,
+        };
+        assert!(every.checks(7), "0 reads at every iteration");
+        let why = guard.reason(20_013, 1_550, "provision");
+        assert!(why.contains("25000") && why.contains("20013") && why.contains("smaller"));
+    }
+}
