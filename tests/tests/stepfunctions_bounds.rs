@@ -245,6 +245,7 @@ async fn a_deploy_near_the_history_limit_stops_through_fail() {
     let guard = HistoryGuard {
         stop_at: 40,
         check_every: 1,
+        most_actions: 100,
     };
     let rig = rig_with_history(1, guard).await;
     let stack = unique_name("SfnHistory");
@@ -280,5 +281,52 @@ async fn a_deploy_near_the_history_limit_stops_through_fail() {
         "rolled back, lock free: {:?}",
         (&state.resources, &state.pending, &state.lock)
     );
+    let _ = rig.stop.send(true);
+}
+
+/// A plan of more actions than one execution runs within its history guard is refused
+/// before anything is made: Plan fails (`Stackflow.Template`), the stack records
+/// `DeployFailed` (`HistoryLimit`, how many actions and how many fit), nothing exists, the
+/// lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plan_past_the_history_limit_is_refused_before_anything_is_made() {
+    use stackflow_engine::sfn::history::HistoryGuard;
+    use stackflow_events::Event;
+    let guard = HistoryGuard {
+        most_actions: 5,
+        ..HistoryGuard::default()
+    };
+    let rig = rig_with_history(1, guard).await;
+    let stack = unique_name("SfnTooMany");
+    let resources: serde_json::Map<String, serde_json::Value> = (0..6)
+        .map(|i| (format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"})))
+        .collect();
+    let t = template(json!({ "Resources": resources }));
+    let req = rig.upload(&input(&stack, t), None).await;
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    let stream = StreamId::new("us-east-1", &stack);
+    let events = rig.store.read(&stream, 0).await.unwrap();
+    let failed: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::DeployFailed { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].name, "HistoryLimit");
+    assert!(failed[0].message.contains("6 actions") && failed[0].message.contains("at most 5"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.event, Event::ResourceIntent { .. })),
+        "nothing was attempted"
+    );
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(state.resources.is_empty() && state.lock.is_none());
     let _ = rig.stop.send(true);
 }

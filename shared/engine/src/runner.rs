@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use indexmap::IndexMap;
-use stackflow_core::plan::Action;
 use stackflow_events::EventStore;
 use stackflow_events::event::ErrorInfo;
 
@@ -307,12 +306,7 @@ async fn run_phases<S: EventStore + 'static>(
     tally: &Tally,
 ) -> bool {
     let tasks = d.provision_tasks();
-    let planned_cleanups = d
-        .plan
-        .resources
-        .iter()
-        .filter(|r| matches!(r.action, Action::Delete | Action::Replace))
-        .count();
+    let planned_cleanups = d.planned_cleanups();
     engine.progress.report(ProgressEvent::StackStarted {
         stack: d.stack(),
         operation: "deploy",

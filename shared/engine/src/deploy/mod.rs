@@ -139,6 +139,16 @@ impl<S: EventStore + 'static> Deployment<S> {
         })
     }
 
+    /// How many deletes the plan's cleanup makes: each removed resource and each
+    /// replaced one's predecessor.
+    pub fn planned_cleanups(&self) -> usize {
+        self.plan
+            .resources
+            .iter()
+            .filter(|r| matches!(r.action, Action::Delete | Action::Replace))
+            .count()
+    }
+
     /// The provision actions in the order they may start, each with the actions it waits
     /// for: every create, update and replacement, and every resource downstream of an
     /// update. An update can change what its dependents read (an attribute, or the

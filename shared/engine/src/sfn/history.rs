@@ -68,14 +68,18 @@ pub fn fixed(cost: EventCost) -> u64 {
     2 + 3 * cost.task + 2 * cost.map + 3 * cost.passing
 }
 
-/// What the gates do with the history: read its length every `check_every` iterations
-/// (by the iteration's index), and stop the deploy once it passes `stop_at`.
+/// What Plan and the gates do with the history: Plan refuses a plan of more than
+/// `most_actions` actions before anything is made; the gates read its length every
+/// `check_every` iterations (by the iteration's index), and stop the deploy once it passes
+/// `stop_at` (retries and re-checks the plan could not count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryGuard {
     /// The length past which the deploy stops.
     pub stop_at: u64,
     /// Every how many iterations a gate reads the length.
     pub check_every: u64,
+    /// The most actions a plan may have.
+    pub most_actions: u64,
 }
 
 impl Default for HistoryGuard {
@@ -83,11 +87,15 @@ impl Default for HistoryGuard {
     /// since the last read write (at most 25 more, and the 40 running), then Fail (its
     /// waits for late calls, its rollback across invocations) and Release fit in the
     /// 5,000 left ([`HistoryGuard::headroom`]).
+    /// Plan takes what runs within that with no retry ([`HistoryGuard::actions`]).
     fn default() -> Self {
-        HistoryGuard {
+        let mut guard = HistoryGuard {
             stop_at: 20_000,
             check_every: 25,
-        }
+            most_actions: 0,
+        };
+        guard.most_actions = guard.actions(COST, 0, 0);
+        guard
     }
 }
 
@@ -157,9 +165,11 @@ mod tests {
     fn gates_read_the_length_every_few_iterations() {
         let guard = HistoryGuard::default();
         assert!(guard.checks(0) && guard.checks(25) && !guard.checks(26));
+        assert_eq!(guard.most_actions, 1_536);
         let every = HistoryGuard {
             stop_at: 10,
             check_every: 0,
+            most_actions: 1,
         };
         assert!(every.checks(7), "0 reads at every iteration");
         let why = guard.reason(20_013, 1_550, "provision");

@@ -108,13 +108,14 @@ impl<S: EventStore + 'static> Tasks<S> {
                 concurrency: map_concurrency(req.concurrency),
             });
         };
+        let tasks = d.provision_tasks();
+        self.refuse_past_history(&d, tasks.len()).await?;
         let p = prefix(&req.stack, &d.deploy_id);
         self.put(
             &format!("{p}plan.json"),
             serde_json::to_vec(&d.document()).unwrap_or_default(),
         )
         .await?;
-        let tasks = d.provision_tasks();
         self.put_graph(&req.stack, &d.deploy_id, Phase::Provision, &tasks)
             .await?;
         Ok(DeployRef {
@@ -125,6 +126,35 @@ impl<S: EventStore + 'static> Tasks<S> {
             items: tasks.iter().map(|t| t.id.clone()).collect(),
             concurrency: map_concurrency(req.concurrency),
         })
+    }
+
+    /// A plan of more actions than one execution runs before its history guard stops it
+    /// ([`HistoryGuard::most_actions`](super::history::HistoryGuard::most_actions)) is
+    /// refused before anything is made: `DeployFailed` (`HistoryLimit`), the lock
+    /// released, and the task fails (`Stackflow.Template`).
+    async fn refuse_past_history(
+        &self,
+        d: &Deployment<S>,
+        provisions: usize,
+    ) -> Result<(), TaskError> {
+        let actions = (provisions + d.planned_cleanups()) as u64;
+        let most = self.history.most_actions;
+        if actions <= most {
+            return Ok(());
+        }
+        let error = ErrorInfo {
+            name: "HistoryLimit".into(),
+            message: format!(
+                "the plan has {actions} actions, and one deploy on Step Functions runs at \
+                 most {most} (its execution stops at {} history events, before AWS's limit \
+                 of {}): deploy the stack in smaller parts (a nested stack or a second \
+                 stack); nothing was changed",
+                self.history.stop_at,
+                super::history::HISTORY_LIMIT
+            ),
+        };
+        d.fail_because(error.clone(), None, false).await?;
+        Err(TaskError::new(ErrorKind::Template, error.message))
     }
 
     /// **Provision** (or a cleanup delete): one action, then the gates it opens.
