@@ -202,19 +202,7 @@ async fn the_deploys_concurrency_bounds_its_map() {
     use stackflow_events::Event;
     let rig = rig_slow(1, Duration::from_millis(300)).await;
     let stack = unique_name("SfnConcurrency");
-    let resources: serde_json::Map<String, serde_json::Value> = (0..8)
-        .map(|i| {
-            let queue = json!({"Type": "AWS::SQS::Queue"});
-            (format!("Q{i}"), queue)
-        })
-        .collect();
-    let t = template(json!({ "Resources": resources }));
-    let mut req = rig.upload(&input(&stack, t), None).await;
-    req.concurrency = 2;
-    let arn = rig
-        .start("deploy", serde_json::to_value(req).unwrap())
-        .await;
-    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    let (status, error) = deploy_queues(&rig, &stack, 8, Some(2)).await;
     assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
     let stream = StreamId::new("us-east-1", &stack);
     let (mut open, mut most) = (0_i64, 0_i64);
@@ -241,7 +229,6 @@ async fn the_deploys_concurrency_bounds_its_map() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deploy_near_the_history_limit_stops_through_fail() {
     use stackflow_engine::sfn::history::HistoryGuard;
-    use stackflow_events::Event;
     let guard = HistoryGuard {
         stop_at: 40,
         check_every: 1,
@@ -249,29 +236,11 @@ async fn a_deploy_near_the_history_limit_stops_through_fail() {
     };
     let rig = rig_with_history(1, guard).await;
     let stack = unique_name("SfnHistory");
-    let resources: serde_json::Map<String, serde_json::Value> = (0..12)
-        .map(|i| (format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"})))
-        .collect();
-    let t = template(json!({ "Resources": resources }));
-    let req = rig.upload(&input(&stack, t), None).await;
-    let arn = rig
-        .start("deploy", serde_json::to_value(req).unwrap())
-        .await;
-    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    let (status, error) = deploy_queues(&rig, &stack, 12, None).await;
     assert_eq!(status, ExecutionStatus::Failed, "{error}");
     assert!(error.contains("Stackflow.DeployFailed"), "{error}");
     let stream = StreamId::new("us-east-1", &stack);
-    let failed: Vec<_> = rig
-        .store
-        .read(&stream, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.event {
-            Event::DeployFailed { error, .. } => Some(error),
-            _ => None,
-        })
-        .collect();
+    let failed = deploy_failures(&rig, &stream).await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].name, "HistoryLimit", "{failed:?}");
     assert!(failed[0].message.contains("25000"), "{failed:?}");
@@ -298,25 +267,11 @@ async fn a_plan_past_the_history_limit_is_refused_before_anything_is_made() {
     };
     let rig = rig_with_history(1, guard).await;
     let stack = unique_name("SfnTooMany");
-    let resources: serde_json::Map<String, serde_json::Value> = (0..6)
-        .map(|i| (format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"})))
-        .collect();
-    let t = template(json!({ "Resources": resources }));
-    let req = rig.upload(&input(&stack, t), None).await;
-    let arn = rig
-        .start("deploy", serde_json::to_value(req).unwrap())
-        .await;
-    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    let (status, error) = deploy_queues(&rig, &stack, 6, None).await;
     assert_eq!(status, ExecutionStatus::Failed, "{error}");
     let stream = StreamId::new("us-east-1", &stack);
     let events = rig.store.read(&stream, 0).await.unwrap();
-    let failed: Vec<_> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::DeployFailed { error, .. } => Some(error.clone()),
-            _ => None,
-        })
-        .collect();
+    let failed = deploy_failures(&rig, &stream).await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].name, "HistoryLimit");
     assert!(failed[0].message.contains("6 actions") && failed[0].message.contains("at most 5"));
@@ -329,4 +284,41 @@ async fn a_plan_past_the_history_limit_is_refused_before_anything_is_made() {
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
     assert!(state.resources.is_empty() && state.lock.is_none());
     let _ = rig.stop.send(true);
+}
+
+/// Deploys `count` independent queues as `stack` through the rig's deploy state machine
+/// (with `concurrency`, when given), and waits for the execution's end.
+async fn deploy_queues(
+    rig: &Rig,
+    stack: &str,
+    count: usize,
+    concurrency: Option<usize>,
+) -> (ExecutionStatus, String) {
+    let resources: serde_json::Map<String, serde_json::Value> = (0..count)
+        .map(|i| (format!("Q{i}"), json!({"Type": "AWS::SQS::Queue"})))
+        .collect();
+    let t = template(json!({ "Resources": resources }));
+    let mut req = rig.upload(&input(stack, t), None).await;
+    if let Some(n) = concurrency {
+        req.concurrency = n;
+    }
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
+    (status, error)
+}
+
+/// The errors of the stream's `DeployFailed` events.
+async fn deploy_failures(rig: &Rig, stream: &StreamId) -> Vec<stackflow_events::event::ErrorInfo> {
+    rig.store
+        .read(stream, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            stackflow_events::Event::DeployFailed { error, .. } => Some(error),
+            _ => None,
+        })
+        .collect()
 }

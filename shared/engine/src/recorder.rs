@@ -68,20 +68,7 @@ impl<S: EventStore> Recorder<S> {
     ) -> StoreResult<u64> {
         let new = NewEvent::new(key, event);
         let appended = self.store.append(&self.stream, &new, pre).await?;
-        let seq = appended.seq();
-        let mut state = self.lock();
-        let seen = matches!(appended, Appended::AlreadyThere(_)) && seq <= state.seq;
-        if !seen {
-            let v = current_version(new.event.type_name());
-            state.apply(&StoredEvent {
-                seq,
-                key: new.key,
-                at: now(),
-                v,
-                event: new.event,
-            });
-        }
-        Ok(seq)
+        Ok(apply_appended(&mut self.lock(), new, appended))
     }
 
     /// Appends `events` in order, each under its key and precondition, and applies each
@@ -97,22 +84,11 @@ impl<S: EventStore> Recorder<S> {
             .collect();
         let appended = self.store.append_in_order(&self.stream, &events).await?;
         let mut state = self.lock();
-        let mut seqs = Vec::with_capacity(appended.len());
-        for ((new, _), appended) in events.into_iter().zip(appended) {
-            let seq = appended.seq();
-            if !(matches!(appended, Appended::AlreadyThere(_)) && seq <= state.seq) {
-                let v = current_version(new.event.type_name());
-                state.apply(&StoredEvent {
-                    seq,
-                    key: new.key,
-                    at: now(),
-                    v,
-                    event: new.event,
-                });
-            }
-            seqs.push(seq);
-        }
-        Ok(seqs)
+        Ok(events
+            .into_iter()
+            .zip(appended)
+            .map(|((new, _), appended)| apply_appended(&mut state, new, appended))
+            .collect())
     }
 
     /// The stream as the store holds it now, folded from the log itself (whatever this
@@ -143,6 +119,24 @@ impl<S: EventStore> Recorder<S> {
         }
         Ok(seq)
     }
+}
+
+/// Applies `new`, which the store took as `appended`, to `state`, unless it is a retried
+/// append (already there) that `state` has seen; returns its position.
+fn apply_appended(state: &mut StackState, new: NewEvent, appended: Appended) -> u64 {
+    let seq = appended.seq();
+    let seen = matches!(appended, Appended::AlreadyThere(_)) && seq <= state.seq;
+    if !seen {
+        let v = current_version(new.event.type_name());
+        state.apply(&StoredEvent {
+            seq,
+            key: new.key,
+            at: now(),
+            v,
+            event: new.event,
+        });
+    }
+    seq
 }
 
 fn lock(state: &Mutex<StackState>) -> MutexGuard<'_, StackState> {

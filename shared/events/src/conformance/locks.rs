@@ -88,12 +88,7 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
         "a refused HoldsLock must append nothing"
     );
 
-    let release = NewEvent::new(
-        "d1/done",
-        Event::LockReleased {
-            deploy_id: "d1".into(),
-        },
-    );
+    let release = release_event("d1/done", "d1");
     let released = ok(
         store
             .append(&stream, &release, &Precondition::ReleaseLock("d1".into()))
@@ -137,12 +132,7 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
         store
             .append(
                 &stream,
-                &NewEvent::new(
-                    "d1/release-again",
-                    Event::LockReleased {
-                        deploy_id: "d1".into(),
-                    },
-                ),
+                &release_event("d1/release-again", "d1"),
                 &Precondition::ReleaseLock("d1".into()),
             )
             .await,
@@ -163,12 +153,7 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
     match store
         .append(
             &stream,
-            &NewEvent::new(
-                "d1/release-late",
-                Event::LockReleased {
-                    deploy_id: "d1".into(),
-                },
-            ),
+            &release_event("d1/release-late", "d1"),
             &Precondition::ReleaseLock("d1".into()),
         )
         .await
@@ -433,12 +418,7 @@ pub async fn ordered_appends_end_a_run<S: EventStore>(store: &S, prefix: &str) {
                 held(id),
             ),
             (
-                NewEvent::new(
-                    format!("{id}/released"),
-                    Event::LockReleased {
-                        deploy_id: id.into(),
-                    },
-                ),
+                release_event(format!("{id}/released"), id),
                 Precondition::ReleaseLock(id.into()),
             ),
         ]
@@ -505,12 +485,7 @@ pub async fn ordered_appends_end_a_run<S: EventStore>(store: &S, prefix: &str) {
                 store
                     .append(
                         &stream,
-                        &NewEvent::new(
-                            "d2/released",
-                            Event::LockReleased {
-                                deploy_id: "d2".into(),
-                            },
-                        ),
+                        &release_event("d2/released", "d2"),
                         &Precondition::ReleaseLock("d2".into()),
                     )
                     .await,
@@ -535,4 +510,14 @@ pub async fn ordered_appends_end_a_run<S: EventStore>(store: &S, prefix: &str) {
             "the lock ({what}) is unchanged"
         );
     }
+}
+
+/// A `LockReleased` of run `id` under `key`.
+fn release_event(key: impl Into<String>, id: &str) -> NewEvent {
+    NewEvent::new(
+        key,
+        Event::LockReleased {
+            deploy_id: id.into(),
+        },
+    )
 }
