@@ -130,7 +130,7 @@ impl Machines {
             stack: stack.name.clone(),
             input_key: key,
             no_rollback: false,
-            concurrency: 10,
+            concurrency: 40,
             deploy_id: None,
             allow_stateful_replacement,
             expected_plan: None,

@@ -429,7 +429,7 @@ async fn a_failed_plan_or_fail_releases_the_lock_and_says_why() {
         stack: stack.clone(),
         input_key: format!("inputs/{stack}/missing.json"),
         no_rollback: false,
-        concurrency: 10,
+        concurrency: 40,
         deploy_id: None,
         allow_stateful_replacement: false,
         expected_plan: None,

@@ -160,7 +160,7 @@ impl LambdaRig {
             stack: stack.name.clone(),
             input_key: key,
             no_rollback: false,
-            concurrency: 10,
+            concurrency: 40,
             deploy_id: None,
             allow_stateful_replacement: false,
             expected_plan: None,

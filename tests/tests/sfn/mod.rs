@@ -324,7 +324,7 @@ impl Rig {
             stack: stack.name.clone(),
             input_key: key,
             no_rollback: false,
-            concurrency: 10,
+            concurrency: 40,
             deploy_id,
             allow_stateful_replacement: false,
             expected_plan: None,

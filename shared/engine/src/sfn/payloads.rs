@@ -34,8 +34,10 @@ pub struct DeployRequest {
     pub expected_plan: Option<String>,
 }
 
+/// An execution input without `concurrency` (a caller from before it bounded the `Map`)
+/// runs the `Map` as it did then: [`MAP_CONCURRENCY`] at once.
 fn default_concurrency() -> usize {
-    10
+    MAP_CONCURRENCY
 }
 
 /// Which part of a deploy an item belongs to.

@@ -530,7 +530,10 @@ mod tests {
         assert_eq!(back, item);
         let req: DeployRequest =
             serde_json::from_value(serde_json::json!({"stack":"app","inputKey":"k"})).unwrap();
-        assert_eq!(req.concurrency, 10);
+        assert_eq!(
+            req.concurrency, 40,
+            "the Map's concurrency before it was a parameter"
+        );
         assert!(!req.no_rollback);
     }
 }

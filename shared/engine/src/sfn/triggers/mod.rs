@@ -126,7 +126,9 @@ impl<S: EventStore + 'static> Tasks<S> {
             stack: launch.stack.clone(),
             input_key: key,
             no_rollback: launch.no_rollback,
-            concurrency: 10,
+            // A deploy a rule or a pipeline starts runs as many actions at once as the
+            // Map allows.
+            concurrency: crate::sfn::payloads::MAP_CONCURRENCY,
             deploy_id: Some(launch.name.clone()),
             allow_stateful_replacement: false,
             expected_plan: None,
