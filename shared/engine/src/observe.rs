@@ -413,7 +413,8 @@ impl Observations {
     /// one `BaselinesRecorded` (its key, the event and the resources it covers), for the
     /// run's last write. Reads started later append their own.
     pub(crate) async fn settle_for_end(&self, run: &str) -> Option<(String, Event, Vec<String>)> {
-        self.close().await;
+        // Waiting for every task (below) waits for every read too.
+        self.closing.store(true, Ordering::SeqCst);
         self.settle().await;
         // Every read has ended: an append of baselines in progress has ended too.
         let _turn = self.appending.lock().await;
