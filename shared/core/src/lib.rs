@@ -4,6 +4,7 @@
 //! offline in milliseconds. Values that only AWS can give (availability zones, exports,
 //! dynamic references, the state of deployed resources) come in through small traits.
 
+pub mod asset_manifest;
 pub mod assets;
 pub mod cidr;
 pub mod deployable;
@@ -14,6 +15,8 @@ pub mod graph;
 pub mod intrinsics;
 pub mod kind;
 pub mod limits;
+pub mod mask;
+pub mod partition;
 pub mod plan;
 pub mod preflight;
 pub mod schema;

@@ -74,6 +74,25 @@ pub fn show_bytes(n: usize) -> String {
     }
 }
 
+/// The text of a file, or `None` when it is longer than [`MAX_TEMPLATE_BYTES`] (only that
+/// much is read).
+pub(crate) fn read_bounded(file: &std::path::Path) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)?
+        .take(MAX_TEMPLATE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_TEMPLATE_BYTES {
+        return Ok(None);
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ use crate::intrinsics::{
     BoundParameters, Budget, Environment, Mode, Pseudo, Resolver, StackOutputRef,
     evaluate_conditions,
 };
+pub use crate::mask::mask_values;
 use crate::secrets::{DigestKey, Masking, contains_mask};
 use crate::template::{Output, Policy, Template};
 
@@ -309,34 +310,6 @@ impl Environment for PlanEnv<'_> {
     }
     fn ssm_parameter(&self, name: &str) -> Option<Value> {
         self.outer.ssm_parameter(name)
-    }
-}
-
-/// Replaces every `NoEcho` parameter value inside strings with `****`, so that a plan
-/// shown or recorded never holds one.
-pub fn mask_values(v: &Value, secrets: &[String]) -> Value {
-    if secrets.is_empty() {
-        return v.clone();
-    }
-    match v {
-        Value::String(s) => {
-            let mut out = s.clone();
-            let mut sorted: Vec<&String> = secrets.iter().filter(|s| !s.is_empty()).collect();
-            sorted.sort_by_key(|s| std::cmp::Reverse(s.len()));
-            for secret in sorted {
-                out = out.replace(secret.as_str(), "****");
-            }
-            Value::String(out)
-        }
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|i| mask_values(i, secrets)).collect())
-        }
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), mask_values(v, secrets)))
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 

@@ -20,9 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::dynref::resolve::push_token;
 use crate::intrinsics::{BoundParameters, contains_unknown};
-
-/// The text that stands for a masked value.
-pub const MASK: &str = "****";
+pub use crate::mask::{MASK, contains_mask, is_mask, is_masked, mask_values};
 
 /// The key of the digests recorded in place of secret values (HMAC-SHA-256). `Debug`
 /// never shows it.
@@ -96,36 +94,6 @@ impl DigestKey {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// True when `s` is what [`Masking`] records in place of a value (`****`, or `****#`
-/// and 16 hex digits).
-pub fn is_mask(s: &str) -> bool {
-    match s.strip_prefix(MASK) {
-        Some("") => true,
-        Some(rest) => rest
-            .strip_prefix('#')
-            .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit())),
-        None => false,
-    }
-}
-
-/// True when the string `s` is, or holds, a mask: a stackflow mask ([`MASK`], `****`,
-/// anywhere in it) or a drift baseline's masked position (the whole string
-/// [`crate::dynref::MASK`], `***`). Neither may ever be sent to AWS.
-pub fn is_masked(s: &str) -> bool {
-    s.contains(MASK) || s == crate::dynref::MASK
-}
-
-/// True when `v` holds a masked value anywhere (see [`is_masked`]): a value that must
-/// never be sent.
-pub fn contains_mask(v: &Value) -> bool {
-    match v {
-        Value::String(s) => is_masked(s),
-        Value::Array(items) => items.iter().any(contains_mask),
-        Value::Object(m) => m.values().any(contains_mask),
-        _ => false,
-    }
 }
 
 /// Where secrets come from in one stack, and how they are recorded.
@@ -329,7 +297,7 @@ impl<'a> Masking<'a> {
 
     /// `v` with every `NoEcho` value replaced by [`MASK`] inside its strings.
     pub fn mask_substrings(&self, v: &Value) -> Value {
-        crate::plan::mask_values(v, &self.parameters.secret_values())
+        mask_values(v, &self.parameters.secret_values())
     }
 
     /// `v` with every string that holds one of `needles` (in any of its [`forms`])

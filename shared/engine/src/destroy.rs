@@ -9,15 +9,15 @@ use stackflow_events::event::{Event, Operation};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 
-use crate::deploy::{cleanup_graph, delete_one};
+use crate::deploy::{cleanup_graph, cleanup_items, cleanup_of, delete_one};
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{RunEvent, new_id, run_key};
+use crate::phase::{Tally, run_phase};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
 use crate::report::{StackReport, StackStatus};
 use crate::run::{end_with, ended_run, release, resumed};
-use crate::runner::{Tally, cleanup_items, cleanup_of, run_phase};
 
 /// Refuses a destroy while other stacks of this region import one of the stack's exports.
 async fn check_importers<S: EventStore + 'static>(

@@ -6,7 +6,8 @@
 //! call makes nothing twice. Run-level events are keyed `<run>/<what>`.
 
 use sha2::{Digest, Sha256};
-use stackflow_core::intrinsics::{Pseudo, partition};
+use stackflow_core::intrinsics::Pseudo;
+use stackflow_core::partition::partition;
 use stackflow_events::event::{Operation, now};
 
 /// The name of an operation in keys, tokens and reports.
@@ -185,6 +186,14 @@ fn short_hash(s: &str) -> String {
         .take(4)
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The resource type of a nested stack.
+pub const NESTED_STACK_TYPE: &str = "AWS::CloudFormation::Stack";
+
+/// The name of a nested stack's child stack.
+pub fn nested_stack_name(parent: &str, logical_id: &str) -> String {
+    format!("{parent}-{logical_id}")
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod lookups;
 pub mod nested;
 mod observe;
 pub mod orphan;
+mod phase;
 pub mod preflight;
 pub mod progress;
 pub mod reconcile;

@@ -20,17 +20,10 @@ use stackflow_providers::router::Routed;
 
 use crate::destroy::destroy_stack;
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
+pub use crate::keys::{NESTED_STACK_TYPE, nested_stack_name};
 use crate::report::{StackReport, StackStatus};
 use crate::runner::deploy_stack;
 use crate::stack::StackInput;
-
-/// The resource type of a nested stack.
-pub const NESTED_STACK_TYPE: &str = "AWS::CloudFormation::Stack";
-
-/// The name of a nested stack's child stack.
-pub fn nested_stack_name(parent: &str, logical_id: &str) -> String {
-    format!("{parent}-{logical_id}")
-}
 
 /// The provider of nested stacks, for one parent.
 pub(crate) struct NestedStacks<S> {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use stackflow_core::template::Policy;
 use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
@@ -14,10 +15,8 @@ use stackflow_providers::provider::{
     Created, CurrentState, Deleted, Imported, Provider, ResourceRequest,
 };
 
-use crate::deploy::Deployment;
-use crate::engine::{Engine, EngineError, NestedContext};
+use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, op_name};
-use crate::progress::ProgressEvent;
 use crate::recorder::Recorder;
 use crate::secrets::{
     Masker, contains_mask, mask_attributes_plain, resolve_dynamic, resolved_secrets,
@@ -28,33 +27,29 @@ use crate::step::Step;
 /// not replayed (recorded as skipped).
 type Replayed = Result<Result<String, String>, EngineError>;
 
-impl<S: EventStore + 'static> Deployment<S> {
-    /// Settles every intent without an outcome that earlier runs left.
-    pub(crate) async fn reconcile(&self) -> Result<usize, EngineError> {
-        let pending: Vec<PendingIntent> = {
-            let s = self.recorder.state();
-            s.pending
-                .values()
-                .filter(|p| p.deploy_id != self.deploy_id)
-                .cloned()
-                .collect()
-        };
-        let pre = self.holds();
-        for p in &pending {
-            let outcome = reconcile_one(&self.engine, &self.recorder, &pre, p, Some(self)).await?;
-            self.engine
-                .progress
-                .report(ProgressEvent::ResourceFinished {
-                    stack: self.stack(),
-                    logical_id: &p.logical_id,
-                    resource_type: &p.resource_type,
-                    outcome: "recovered",
-                    seconds: 0.0,
-                    detail: Some(&outcome),
-                });
-        }
-        Ok(pending.len())
-    }
+/// What the deploy running now knows of the resources an earlier run left pending: its
+/// template (what an interrupted create is replayed with), its masking (how what a replay
+/// made is recorded) and where its nested stacks find their templates. A destroy or a
+/// rollback settles without one.
+pub(crate) trait Current: Send + Sync {
+    /// Where a nested stack of this deploy finds its template.
+    fn nested_context(&self) -> NestedContext<'_>;
+    /// What the interrupted create of `p` is replayed with, when the template has it.
+    fn replay_of(&self, p: &PendingIntent) -> Option<Replay>;
+    /// The properties recorded for `id` and the secrets they hold.
+    fn record_properties(
+        &self,
+        id: &str,
+        props: &Map<String, Value>,
+    ) -> (Map<String, Value>, Vec<String>);
+    /// The attributes recorded for `id`, masked.
+    fn record_attributes(
+        &self,
+        id: &str,
+        attributes: IndexMap<String, Value>,
+        all_secret: bool,
+        needles: &[String],
+    ) -> IndexMap<String, Value>;
 }
 
 /// Settles one pending intent of an interrupted run, as `pre` allows. Returns what was
@@ -64,7 +59,7 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
     rec: &Recorder<S>,
     pre: &Precondition,
     p: &PendingIntent,
-    deployment: Option<&Deployment<S>>,
+    current: Option<&dyn Current>,
 ) -> Result<String, EngineError> {
     let step = Step {
         rec,
@@ -75,11 +70,14 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
         resource_type: &p.resource_type,
         op: p.operation,
     };
-    let options = deployment.map(|d| d.options.clone()).unwrap_or_default();
-    let ctx = NestedContext {
-        parent: deployment.map(|d| &d.input),
-        options: &options,
-    };
+    let options = DeployOptions::default();
+    let ctx = current.map_or(
+        NestedContext {
+            parent: None,
+            options: &options,
+        },
+        |c| c.nested_context(),
+    );
     let replayed = match p.operation {
         Operation::Undo => return Ok("left to the rollback".into()),
         // What a revert sent is the record itself: there is nothing to finish, and
@@ -92,7 +90,7 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
         Operation::Update => replay_update(engine, &step, p, ctx).await,
         Operation::Delete => replay_delete(engine, &step, p, ctx).await,
         Operation::Create | Operation::Replace => {
-            replay_create(engine, &step, p, deployment, ctx).await
+            replay_create(engine, &step, p, current, ctx).await
         }
     }?;
     match replayed {
@@ -209,48 +207,22 @@ async fn replay_delete<S: EventStore + 'static>(
 }
 
 /// What an interrupted create is replayed with, and how the resource is recorded.
-struct Replay {
-    properties: Option<Map<String, Value>>,
-    dependencies: Vec<String>,
-    deletion_policy: Option<Policy>,
-    update_replace_policy: Option<Policy>,
+pub(crate) struct Replay {
+    pub properties: Option<Map<String, Value>>,
+    pub dependencies: Vec<String>,
+    pub deletion_policy: Option<Policy>,
+    pub update_replace_policy: Option<Policy>,
 }
 
-/// The call is replayed with what it sent: the recorded properties. Only where those hold
-/// a masked `NoEcho` value (which must not be sent) do the template's come in.
-fn replay_of<S: EventStore + 'static>(
-    p: &PendingIntent,
-    deployment: Option<&Deployment<S>>,
-) -> Replay {
-    let Some(d) = deployment.filter(|d| d.input.template.resources.contains_key(&p.logical_id))
-    else {
-        return Replay {
+impl Replay {
+    /// A replay with what the intent recorded, and nothing of a template.
+    fn recorded(p: &PendingIntent) -> Self {
+        Replay {
             properties: p.properties.clone(),
             dependencies: vec![],
             deletion_policy: None,
             update_replace_policy: None,
-        };
-    };
-    let r = &d.input.template.resources[&p.logical_id];
-    let dependencies = stackflow_core::graph::Graph::build(&d.input.template, &d.plan.conditions)
-        .ok()
-        .map(|g| {
-            g.dependencies(&p.logical_id)
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let from_template = d.with_resolver(|r| r.resolve_properties(&p.logical_id).ok());
-    let recorded = p
-        .properties
-        .clone()
-        .filter(|r| !contains_mask(&Value::Object(r.clone())));
-    Replay {
-        properties: recorded.or(from_template).or_else(|| p.properties.clone()),
-        dependencies,
-        deletion_policy: r.deletion_policy,
-        update_replace_policy: r.update_replace_policy,
+        }
     }
 }
 
@@ -362,17 +334,19 @@ async fn replay_create<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     step: &Step<'_, S>,
     p: &PendingIntent,
-    deployment: Option<&Deployment<S>>,
+    current: Option<&dyn Current>,
     ctx: NestedContext<'_>,
 ) -> Replayed {
     if let Some(why) = too_old_to_replay(p, std::time::SystemTime::now()) {
         return Ok(Err(why));
     }
-    let replay = replay_of(p, deployment);
+    let replay = current
+        .and_then(|c| c.replay_of(p))
+        .unwrap_or_else(|| Replay::recorded(p));
     let Some(props) = replay.properties else {
         return Ok(Err("interrupted, and its properties are not known: check AWS for a resource made by this call".into()));
     };
-    let (record_props, mut needles) = match deployment {
+    let (record_props, mut needles) = match current {
         Some(d) => d.record_properties(&p.logical_id, &props),
         None => (props.clone(), Vec::new()),
     };
@@ -394,7 +368,7 @@ async fn replay_create<S: EventStore + 'static>(
     let verb = op_name(p.operation);
     match found {
         Ok((physical_id, attributes, all_secret)) => {
-            let attributes = match deployment {
+            let attributes = match current {
                 Some(d) => d.record_attributes(&p.logical_id, attributes, all_secret, &needles),
                 None => mask_attributes_plain(&attributes, all_secret, &needles),
             };

@@ -16,11 +16,11 @@ use stackflow_providers::{Deleted, ProviderError};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
+use crate::phase::{Subject, Tally, run_phase};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
 use crate::report::{Done, Failure, RollbackReport, StackReport, StackStatus};
-use crate::runner::{Subject, Tally, run_phase};
 use crate::schedule::Task;
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic};
 use crate::step::Step;

@@ -348,7 +348,7 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
     for change in &report.changed {
         eprintln!("s3://{bucket}: set {change}");
     }
-    let partition = stackflow_core::assets::partition_of(&setup.region);
+    let partition = stackflow_core::partition::partition(&setup.region);
     if args
         .parameters
         .iter()
@@ -462,7 +462,7 @@ pub async fn destroy(global: &GlobalArgs, args: EngineDestroyArgs) -> anyhow::Re
     let config = crate::aws::load(global).await;
     if let Ok(bucket) = bucket_of(global, &setup) {
         let s3 = stackflow_providers::aws::s3_client(&config);
-        let partition = stackflow_core::assets::partition_of(&setup.region);
+        let partition = stackflow_core::partition::partition(&setup.region);
         engine_access::apply(&s3, partition, &bucket, &name, None).await?;
         let _ = s3
             .delete_object()

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use aws_sdk_sfn::primitives::{DateTime, DateTimeFormat};
 use serde::Serialize;
-use stackflow_core::intrinsics::partition;
+use stackflow_core::partition::partition;
 
 use crate::args::{ExecutionsArgs, GlobalArgs};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::Value;
-use stackflow_core::intrinsics::partition;
+use stackflow_core::partition::partition;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::engine::{DeployOptions, Engine};
 use stackflow_engine::keys::new_id;

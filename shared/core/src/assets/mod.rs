@@ -2,12 +2,11 @@
 //! container images, and where each is published), its `${AWS::...}` placeholders, and
 //! the rewrite of a template's asset references to stackflow's own bucket.
 
-mod manifest;
 mod rewrite;
 
-pub use manifest::{
+pub use crate::asset_manifest::{
     AssetManifest, FileAsset, FileDestination, ImageAsset, ImageDestination, Packaging,
-    Placeholders, load_asset_manifest, parse_asset_manifest, partition_of,
+    Placeholders, load_asset_manifest, parse_asset_manifest,
 };
 pub use rewrite::{
     ASSET_PREFIX, BucketMove, Retarget, STACKFLOW_BUCKET_PATTERN, is_cdk_asset_bucket,

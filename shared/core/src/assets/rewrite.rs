@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::manifest::{AssetManifest, FileDestination, Placeholders};
+use crate::asset_manifest::{AssetManifest, FileDestination, Placeholders};
 use crate::template::{NestedTemplate, StackTemplate, Template};
 
 /// The key prefix of assets in stackflow's bucket (the rest of the bucket, engine inputs
@@ -392,7 +392,7 @@ fn prefix_key_tokens(s: &mut String, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assets::manifest::parse_asset_manifest;
+    use crate::asset_manifest::parse_asset_manifest;
     use serde_json::json;
 
     const CDK: &str = "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}";

@@ -46,7 +46,7 @@ impl Resolver<'_> {
         let r = self.value(v, path)?;
         // Not known yet, or a secret recorded masked (a value taken apart from a secret
         // is masked whole): passed on as it is.
-        if as_unknown(&r).is_some() || r.as_str().is_some_and(crate::secrets::is_mask) {
+        if as_unknown(&r).is_some() || r.as_str().is_some_and(crate::mask::is_mask) {
             return Ok(Err(r));
         }
         match r {
@@ -248,7 +248,7 @@ impl Resolver<'_> {
         };
         match self.string(&a[1], &path.index(1), "the string to split")? {
             // A secret recorded masked: its parts are not known, and are secret.
-            Ok(s) if crate::secrets::is_mask(&s) => Ok(Some(Value::String(s))),
+            Ok(s) if crate::mask::is_mask(&s) => Ok(Some(Value::String(s))),
             Ok(s) => Ok(Some(Value::Array(
                 s.split(delim.as_str())
                     .map(|p| Value::String(p.to_string()))

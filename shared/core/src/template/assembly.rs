@@ -8,11 +8,11 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use super::confine::Root;
-use super::{
-    Environment, NestedTemplate, StackTemplate, Template, load_template_file, read_bounded,
-};
+use super::{Environment, NestedTemplate, StackTemplate, Template, load_template_file};
 use crate::error::{ErrorKind, Path, Result, TemplateError};
-use crate::limits::{MAX_NESTED_STACK_DEPTH, MAX_NESTED_STACKS, MAX_TEMPLATE_BYTES, show_bytes};
+use crate::limits::{
+    MAX_NESTED_STACK_DEPTH, MAX_NESTED_STACKS, MAX_TEMPLATE_BYTES, read_bounded, show_bytes,
+};
 
 fn assembly_error(file: &FsPath, message: impl Into<String>) -> TemplateError {
     TemplateError::new(ErrorKind::Assembly, "", message).in_file(file.display())
@@ -124,11 +124,12 @@ fn asset_manifests(
 fn check_sources(root: &Root, file: &FsPath) -> Result<()> {
     // A manifest that does not parse fails where its assets are published, as before;
     // nothing of it is read until then.
-    let Ok(manifest) = crate::assets::load_asset_manifest(file) else {
+    let Ok(manifest) = crate::asset_manifest::load_asset_manifest(file) else {
         return Ok(());
     };
-    let zipped =
-        |f: &crate::assets::FileAsset| f.packaging == crate::assets::Packaging::ZipDirectory;
+    let zipped = |f: &crate::asset_manifest::FileAsset| {
+        f.packaging == crate::asset_manifest::Packaging::ZipDirectory
+    };
     let sources = manifest
         .files
         .iter()

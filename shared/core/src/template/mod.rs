@@ -20,7 +20,7 @@ pub use placeholders::{
 };
 
 use crate::error::{ErrorKind, Result, TemplateError};
-use crate::limits::MAX_TEMPLATE_BYTES;
+use crate::limits::read_bounded;
 
 /// A template to deploy as one stack, with what the source tells about it.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,25 +133,6 @@ pub fn load_template_file(file: &FsPath) -> Result<Template> {
         })?;
     let value = parse_text(&text, &shown)?;
     Template::from_value(&value).map_err(|e| e.in_file(&shown))
-}
-
-/// The text of a file, or `None` when it is longer than [`MAX_TEMPLATE_BYTES`] (only that
-/// much is read).
-pub(crate) fn read_bounded(file: &FsPath) -> std::io::Result<Option<String>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)?
-        .take(MAX_TEMPLATE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() > MAX_TEMPLATE_BYTES {
-        return Ok(None);
-    }
-    String::from_utf8(bytes).map(Some).map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        )
-    })
 }
 
 /// The default stack name for a template file: its file name without the extension and

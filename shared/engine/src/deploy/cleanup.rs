@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use indexmap::IndexMap;
+
 use serde::Serialize;
 use stackflow_core::plan::Action;
 use stackflow_core::template::Policy;
@@ -15,6 +17,7 @@ use stackflow_providers::provider::Deleted;
 use super::Deployment;
 use crate::engine::{Engine, NestedContext};
 use crate::keys::{ActionKey, Phase};
+use crate::phase::Subject;
 use crate::recorder::Recorder;
 use crate::report::{Done, Handled};
 use crate::schedule::{self, Task};
@@ -221,6 +224,21 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
             Ok(Ok(Done::Retained(reason)))
         }
         Err(error) => Ok(Err(step.failed(Phase::Failed, error).await?)),
+    }
+}
+
+/// The subjects and tasks of a set of cleanup items, for [`crate::phase::run_phase`].
+pub(crate) fn cleanup_items(items: &[Cleanup]) -> Arc<IndexMap<String, Cleanup>> {
+    Arc::new(items.iter().map(|c| (c.task_id(), c.clone())).collect())
+}
+
+/// The subject of a cleanup item.
+pub(crate) fn cleanup_of<S: EventStore>(rec: &Recorder<S>, item: &Cleanup) -> Subject {
+    let (logical_id, resource_type) = cleanup_subject(&rec.state(), item);
+    Subject {
+        logical_id,
+        resource_type,
+        action: "delete".into(),
     }
 }
 

@@ -9,6 +9,7 @@ mod finish;
 mod masking;
 mod plan;
 mod provision;
+mod recover;
 mod started;
 
 use std::collections::BTreeSet;
@@ -25,8 +26,8 @@ use stackflow_events::event::Operation;
 use stackflow_events::projection::JournalStep;
 use stackflow_events::{EventStore, Precondition};
 
-pub(crate) use cleanup::delete_one;
 pub use cleanup::{Cleanup, cleanup_graph, cleanup_subject};
+pub(crate) use cleanup::{cleanup_items, cleanup_of, delete_one};
 pub use started::{Started, TASK_BOUND, running_intents};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};

@@ -300,7 +300,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         // A nested stack's child is named before the call: the intent says which.
         let announced = replaces.clone().or_else(|| {
             (call.routed.kind == ProviderKind::NestedStack)
-                .then(|| crate::nested::nested_stack_name(self.stack(), &d.logical_id))
+                .then(|| crate::keys::nested_stack_name(self.stack(), &d.logical_id))
         });
         // A retried task finds its own intent: what it made then is its own.
         let retried = {

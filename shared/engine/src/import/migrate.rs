@@ -26,7 +26,8 @@ use stackflow_providers::lookups::{CloudFormationSource, SourceResource};
 use super::{Found, ImportOptions, ImportReport, ImportStatus, ImportedResource, row};
 use crate::deploy::Deployment;
 use crate::engine::{Engine, EngineError};
-use crate::nested::{NESTED_STACK_TYPE, child_input, nested_stack_name};
+use crate::keys::{NESTED_STACK_TYPE, nested_stack_name};
+use crate::nested::child_input;
 use crate::stack::StackInput;
 
 /// Where a migration takes its resources from.

@@ -22,7 +22,7 @@ use stackflow_providers::provider::CurrentState;
 
 use super::migrate::{MigrateFrom, Source, live, recorded_physical_ids};
 use crate::engine::Engine;
-use crate::nested::NESTED_STACK_TYPE;
+use crate::keys::NESTED_STACK_TYPE;
 
 /// What became of the CloudFormation stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

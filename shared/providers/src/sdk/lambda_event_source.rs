@@ -45,7 +45,7 @@ use aws_sdk_lambda::types::{
     EventSourcePosition, Filter, FilterCriteria, FunctionResponseType, ScalingConfig,
 };
 use serde_json::{Value, json};
-use stackflow_core::intrinsics::partition;
+use stackflow_core::partition::partition;
 
 use super::common::{
     SdkResource, call, call_classified, context, find_in_pages, int_of, invalid, missing_as_none,

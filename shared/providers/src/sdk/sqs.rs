@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use stackflow_core::intrinsics::partition;
+use stackflow_core::partition::partition;
 
 use super::common::marks::{carries_own_mark, check_made, own_mark};
 use super::common::{

@@ -39,6 +39,7 @@ use aws_sdk_s3::types::{
     VersioningConfiguration,
 };
 use serde_json::{Value, json};
+use stackflow_core::partition::partition;
 
 use super::common::{
     self, SdkResource, call, context, insert_tags, keep_name, refuse_taken, sdk_provider, sdk_tags,
@@ -112,17 +113,6 @@ fn check_bucket_name(name: &str) -> Result<(), ProviderError> {
             "{TYPE}: BucketName {name:?} is not a valid bucket name (3-63 characters of \
              a-z, 0-9, '-' and '.', starting and ending with a letter or digit)"
         )))
-    }
-}
-
-/// The partition of a region (`aws`, `aws-cn`, `aws-us-gov`).
-fn partition(region: &str) -> &'static str {
-    if region.starts_with("cn-") {
-        "aws-cn"
-    } else if region.starts_with("us-gov-") {
-        "aws-us-gov"
-    } else {
-        "aws"
     }
 }
 

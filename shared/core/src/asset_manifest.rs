@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use serde_json::Value;
 
 use crate::error::{ErrorKind, Result, TemplateError};
-use crate::template::read_bounded;
+use crate::limits::read_bounded;
 
 /// The assets of one stack.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -248,7 +248,7 @@ pub struct Placeholders {
 impl Placeholders {
     /// The partition of the region (`aws`, `aws-cn`, `aws-us-gov`, `aws-iso`, ...).
     pub fn partition(&self) -> &'static str {
-        partition_of(&self.region)
+        crate::partition::partition(&self.region)
     }
 
     /// `text` with `${AWS::AccountId}`, `${AWS::Region}` and `${AWS::Partition}` replaced
@@ -266,11 +266,6 @@ impl Placeholders {
             region: region.unwrap_or(&self.region).to_string(),
         }
     }
-}
-
-/// The partition of a region (the one rule, [`crate::intrinsics::partition`]).
-pub fn partition_of(region: &str) -> &'static str {
-    crate::intrinsics::partition(region)
 }
 
 #[cfg(test)]
@@ -363,6 +358,6 @@ mod tests {
             "aws-cn/cn-north-1/${Other}"
         );
         assert_eq!(p.in_region(None), p);
-        assert_eq!(partition_of("us-gov-west-1"), "aws-us-gov");
+        assert_eq!(crate::partition::partition("us-gov-west-1"), "aws-us-gov");
     }
 }
