@@ -452,36 +452,54 @@ pub fn current_version(type_name: &str) -> u32 {
     }
 }
 
-/// Every event type name.
-pub const EVENT_TYPES: &[&str] = &[
-    "DeployStarted",
-    "DeployCompleted",
-    "DeployFailed",
-    "ResourceIntent",
-    "ResourceCreated",
-    "ResourceUpdated",
-    "ResourceDeleted",
-    "ResourceRetained",
-    "ResourceSkipped",
-    "ResourceFailed",
-    "RollbackStarted",
-    "RollbackEntryUndone",
-    "RollbackFinished",
-    "StackDestroyed",
-    "ResourceImported",
-    "ImportMarked",
-    "BaselineRecorded",
-    "BaselinesRecorded",
-    "BaselineRefreshed",
-    "BaselineAccepted",
-    "DriftChecked",
-    "Scrubbed",
-    "EventsRewritten",
-    "LockTaken",
-    "Throttled",
-    "LockReleased",
-    "LockBroken",
-];
+/// Names the event types once: [`EVENT_TYPES`] and [`Event::type_name`] are made from
+/// the one list, whose `match` fails to compile when a variant is missing from it, and
+/// whose names are the variants' own (as serde tags them).
+macro_rules! event_types {
+    ($($name:ident),* $(,)?) => {
+        /// Every event type name.
+        pub const EVENT_TYPES: &[&str] = &[$(stringify!($name)),*];
+
+        impl Event {
+            /// The event's type name.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    $(Event::$name { .. } => stringify!($name),)*
+                }
+            }
+        }
+    };
+}
+
+event_types!(
+    DeployStarted,
+    DeployCompleted,
+    DeployFailed,
+    ResourceIntent,
+    ResourceCreated,
+    ResourceUpdated,
+    ResourceDeleted,
+    ResourceRetained,
+    ResourceSkipped,
+    ResourceFailed,
+    RollbackStarted,
+    RollbackEntryUndone,
+    RollbackFinished,
+    StackDestroyed,
+    ResourceImported,
+    ImportMarked,
+    BaselineRecorded,
+    BaselinesRecorded,
+    BaselineRefreshed,
+    BaselineAccepted,
+    DriftChecked,
+    Scrubbed,
+    EventsRewritten,
+    LockTaken,
+    Throttled,
+    LockReleased,
+    LockBroken,
+);
 
 /// Why a stored event could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -528,39 +546,6 @@ pub fn upcast(type_name: &str, version: u32, body: Value) -> Result<Value, Decod
 }
 
 impl Event {
-    /// The event's type name.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Event::DeployStarted { .. } => "DeployStarted",
-            Event::DeployCompleted { .. } => "DeployCompleted",
-            Event::DeployFailed { .. } => "DeployFailed",
-            Event::ResourceIntent { .. } => "ResourceIntent",
-            Event::ResourceCreated { .. } => "ResourceCreated",
-            Event::ResourceUpdated { .. } => "ResourceUpdated",
-            Event::ResourceDeleted { .. } => "ResourceDeleted",
-            Event::ResourceRetained { .. } => "ResourceRetained",
-            Event::ResourceSkipped { .. } => "ResourceSkipped",
-            Event::ResourceFailed { .. } => "ResourceFailed",
-            Event::RollbackStarted { .. } => "RollbackStarted",
-            Event::RollbackEntryUndone { .. } => "RollbackEntryUndone",
-            Event::RollbackFinished { .. } => "RollbackFinished",
-            Event::StackDestroyed { .. } => "StackDestroyed",
-            Event::ResourceImported { .. } => "ResourceImported",
-            Event::ImportMarked { .. } => "ImportMarked",
-            Event::BaselineRecorded { .. } => "BaselineRecorded",
-            Event::BaselinesRecorded { .. } => "BaselinesRecorded",
-            Event::BaselineRefreshed { .. } => "BaselineRefreshed",
-            Event::BaselineAccepted { .. } => "BaselineAccepted",
-            Event::DriftChecked { .. } => "DriftChecked",
-            Event::Scrubbed { .. } => "Scrubbed",
-            Event::EventsRewritten { .. } => "EventsRewritten",
-            Event::LockTaken { .. } => "LockTaken",
-            Event::Throttled { .. } => "Throttled",
-            Event::LockReleased { .. } => "LockReleased",
-            Event::LockBroken { .. } => "LockBroken",
-        }
-    }
-
     /// The logical id the event is about, if it is about one resource.
     pub fn logical_id(&self) -> Option<&str> {
         match self {

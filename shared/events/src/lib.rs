@@ -36,7 +36,8 @@ pub use event::{Event, NewEvent, StoredEvent};
 #[cfg(feature = "testing")]
 pub use memory::{FaultyStore, MemoryStore};
 pub use store::{
-    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+    Appended, EventStore, LockChange, Precondition, Rewrite, Rewritten, StoreError, StoreResult,
+    StreamId,
 };
 
 use projection::StackState;

@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use crate::event::{DecodeError, Event, Holder, NewEvent, StoredEvent, current_version, now};
 use crate::store::{
-    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+    Appended, EventStore, LockChange, Precondition, Rewrite, Rewritten, StoreError, StoreResult,
+    StreamId,
 };
 
 /// An event store in memory. Cheap to create ([`MemoryStore::new`]); clones share the same
@@ -131,38 +132,16 @@ impl Streams {
 
     /// Checks `pre` against the stream's lock and applies it (take or release).
     fn apply_precondition(&mut self, stream: &StreamId, pre: &Precondition) -> StoreResult<()> {
-        let current = self.locks.get(stream);
-        match pre {
-            Precondition::None => Ok(()),
-            Precondition::TakeLock(holder) => match current {
-                None => {
-                    self.locks.insert(stream.clone(), holder.clone());
-                    Ok(())
-                }
-                Some(current) if current.deploy_id == holder.deploy_id => Ok(()),
-                Some(current) => Err(StoreError::Locked {
-                    holder: current.clone(),
-                }),
-            },
-            Precondition::HoldsLock(deploy_id) => match current {
-                Some(current) if current.deploy_id == *deploy_id => Ok(()),
-                holder => Err(StoreError::NotHolder {
-                    deploy_id: deploy_id.clone(),
-                    holder: holder.cloned().map(Box::new),
-                }),
-            },
-            Precondition::ReleaseLock(deploy_id) => match current {
-                None => Ok(()),
-                Some(current) if current.deploy_id == *deploy_id => {
-                    self.locks.remove(stream);
-                    Ok(())
-                }
-                Some(current) => Err(StoreError::NotHolder {
-                    deploy_id: deploy_id.clone(),
-                    holder: Some(Box::new(current.clone())),
-                }),
-            },
+        match pre.check(self.locks.get(stream))? {
+            LockChange::Keep => {}
+            LockChange::Take(holder) => {
+                self.locks.insert(stream.clone(), holder);
+            }
+            LockChange::Release => {
+                self.locks.remove(stream);
+            }
         }
+        Ok(())
     }
 
     /// Stores `row` at the stream's next position, which it returns.

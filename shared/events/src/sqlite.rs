@@ -42,7 +42,8 @@ use serde_json::Value;
 
 use crate::event::{DecodeError, Event, Holder, NewEvent, StoredEvent, current_version, now};
 use crate::store::{
-    Appended, EventStore, Precondition, Rewrite, Rewritten, StoreError, StoreResult, StreamId,
+    Appended, EventStore, LockChange, Precondition, Rewrite, Rewritten, StoreError, StoreResult,
+    StreamId,
 };
 
 mod rewrite;
@@ -412,36 +413,19 @@ fn apply_precondition(
     stream: &str,
     pre: &Precondition,
 ) -> StoreResult<()> {
-    match pre {
-        Precondition::None => Ok(()),
-        Precondition::TakeLock(holder) => match read_holder(tx, shown, stream)? {
-            None => {
-                tx.prepare_cached("INSERT INTO locks (stream, holder) VALUES (?1, ?2)")
-                    .and_then(|mut stmt| stmt.execute([stream, &holder_to_json(holder)]))
-                    .map_err(backend(shown, "take the lock"))?;
-                Ok(())
-            }
-            Some(current) if current.deploy_id == holder.deploy_id => Ok(()),
-            Some(current) => Err(StoreError::Locked { holder: current }),
-        },
-        Precondition::HoldsLock(deploy_id) => match read_holder(tx, shown, stream)? {
-            Some(current) if current.deploy_id == *deploy_id => Ok(()),
-            holder => Err(StoreError::NotHolder {
-                deploy_id: deploy_id.clone(),
-                holder: holder.map(Box::new),
-            }),
-        },
-        Precondition::ReleaseLock(deploy_id) => match read_holder(tx, shown, stream)? {
-            None => Ok(()),
-            Some(current) if current.deploy_id == *deploy_id => {
-                delete_lock(tx, shown, stream)?;
-                Ok(())
-            }
-            Some(current) => Err(StoreError::NotHolder {
-                deploy_id: deploy_id.clone(),
-                holder: Some(Box::new(current)),
-            }),
-        },
+    let current = match pre {
+        Precondition::None => return Ok(()),
+        _ => read_holder(tx, shown, stream)?,
+    };
+    match pre.check(current.as_ref())? {
+        LockChange::Keep => Ok(()),
+        LockChange::Take(holder) => {
+            tx.prepare_cached("INSERT INTO locks (stream, holder) VALUES (?1, ?2)")
+                .and_then(|mut stmt| stmt.execute([stream, &holder_to_json(&holder)]))
+                .map_err(backend(shown, "take the lock"))?;
+            Ok(())
+        }
+        LockChange::Release => delete_lock(tx, shown, stream),
     }
 }
 

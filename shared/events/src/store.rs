@@ -60,6 +60,50 @@ pub enum Precondition {
     ReleaseLock(String),
 }
 
+/// What an append does to the stream's lock, once its precondition held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockChange {
+    /// The lock stays as it is.
+    Keep,
+    /// The lock is taken by this holder.
+    Take(Holder),
+    /// The lock is released.
+    Release,
+}
+
+impl Precondition {
+    /// Checks this precondition against the stream's lock holder now (`current`): the
+    /// one rule of every store that reads the lock in its transaction (the DynamoDB store
+    /// writes the same rule as condition expressions; the conformance suite holds them
+    /// together). `Err` is the refusal to return; `Ok` says what the append does to the
+    /// lock.
+    pub fn check(&self, current: Option<&Holder>) -> StoreResult<LockChange> {
+        match (self, current) {
+            (Precondition::None, _) => Ok(LockChange::Keep),
+            (Precondition::TakeLock(holder), None) => Ok(LockChange::Take(holder.clone())),
+            (Precondition::TakeLock(holder), Some(now)) if now.deploy_id == holder.deploy_id => {
+                Ok(LockChange::Keep)
+            }
+            (Precondition::TakeLock(_), Some(now)) => Err(StoreError::Locked {
+                holder: now.clone(),
+            }),
+            (Precondition::HoldsLock(id), Some(now)) if now.deploy_id == *id => {
+                Ok(LockChange::Keep)
+            }
+            (Precondition::ReleaseLock(_), None) => Ok(LockChange::Keep),
+            (Precondition::ReleaseLock(id), Some(now)) if now.deploy_id == *id => {
+                Ok(LockChange::Release)
+            }
+            (Precondition::HoldsLock(id) | Precondition::ReleaseLock(id), now) => {
+                Err(StoreError::NotHolder {
+                    deploy_id: id.clone(),
+                    holder: now.cloned().map(Box::new),
+                })
+            }
+        }
+    }
+}
+
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Appended {
