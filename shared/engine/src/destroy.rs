@@ -34,7 +34,7 @@ async fn check_importers<S: EventStore + 'static>(
         .iter()
         .map(|(s, e)| format!("{s} imports {e}"))
         .collect();
-    Err(EngineError::Other(format!(
+    Err(EngineError::Refused(format!(
         "stack {stack} cannot be destroyed while other stacks use its exports ({}); destroy or change those stacks first",
         list.join("; ")
     )))
@@ -62,7 +62,7 @@ impl<S: EventStore + 'static> Destroy<S> {
     ) -> Result<Option<Destroy<S>>, EngineError> {
         let recorder = Arc::new(Recorder::load(engine.store.clone(), engine.stream(stack)).await?);
         if recorder.state().seq == 0 {
-            return Err(EngineError::Other(format!(
+            return Err(EngineError::Refused(format!(
                 "stack {stack} has no records in this store (region {}): nothing was \
                  deployed under that name from it, so there is nothing to destroy; check \
                  --stack, --region and --store",

@@ -35,9 +35,24 @@ pub enum EngineError {
     /// The template has resource types the engine may not deploy: nothing was done.
     #[error("{0}")]
     NotAllowed(String),
-    /// Anything else, said plainly.
+    /// The run was asked for what it cannot do (a name it does not know, a stack that
+    /// cannot be destroyed yet, a template the checks refuse): nothing was changed.
     #[error("{0}")]
-    Other(String),
+    Refused(String),
+    /// A lookup the plan needs failed (strict): nothing was changed.
+    #[error("{0}")]
+    Lookup(String),
+    /// This run lost the stack's lock (its lease ran out, or it was broken): it stopped
+    /// and wrote nothing after.
+    #[error("{0}")]
+    LockLost(String),
+    /// What the run found needs someone to act (an interrupted rollback it could not
+    /// finish, a lock it could not release): the message says what to run.
+    #[error("{0}")]
+    NeedsOperator(String),
+    /// An invariant of the engine does not hold (a defect): the message says which.
+    #[error("{0}")]
+    Internal(String),
 }
 
 /// A plan someone reviewed (a saved plan, or one approved at the prompt): a deploy given

@@ -258,7 +258,7 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
     /// A failed lookup: fatal when strict, else noted (the value is known after deploy).
     fn soft(&self, message: String) -> Result<(), EngineError> {
         if self.strict {
-            Err(EngineError::Other(message))
+            Err(EngineError::Lookup(message))
         } else {
             self.engine.note(
                 &self.input.name,
@@ -274,7 +274,7 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
         if !stackflow_core::secrets::contains_mask(v) {
             return Ok(());
         }
-        Err(EngineError::Other(format!(
+        Err(EngineError::Refused(format!(
             "{}: {what} reads a secret (a NoEcho value, recorded masked), which cannot be \
              passed to another stack; read the secret itself in both stacks with a dynamic \
              reference ({{{{resolve:secretsmanager:...}}}})",

@@ -38,7 +38,7 @@ pub(crate) fn stoppable(mut options: DeployOptions) -> (watch::Sender<bool>, Dep
 
 /// The error of a run that lost its lock: nothing more was written.
 pub(crate) fn lost_error(stack: &str) -> EngineError {
-    EngineError::Other(format!(
+    EngineError::LockLost(format!(
         "stack {stack}: this run lost the stack's lock (its lease ran out, or it was broken \
          with `stackflow unlock`): it stopped, and wrote nothing after that; the run that \
          holds the lock now (see `stackflow state show`) settles what this one left"

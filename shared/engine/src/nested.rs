@@ -16,7 +16,7 @@ use stackflow_providers::ProviderError;
 use stackflow_providers::provider::{
     BoxFuture, Created, Deleted, Properties, Provider, ResourceRequest, Updated,
 };
-use stackflow_providers::router::Routed;
+use stackflow_providers::router::{RouteError, Routed};
 
 use crate::destroy::destroy_stack;
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
@@ -262,7 +262,7 @@ impl<S: EventStore + 'static> Engine<S> {
         properties: &Properties,
         recorded: Option<ProviderKind>,
         ctx: NestedContext<'_>,
-    ) -> Result<Routed, String> {
+    ) -> Result<Routed, RouteError> {
         if resource_type == NESTED_STACK_TYPE {
             return Ok(Routed {
                 provider: self.nested(ctx),
@@ -278,7 +278,7 @@ impl<S: EventStore + 'static> Engine<S> {
         resource_type: &str,
         kind: ProviderKind,
         ctx: NestedContext<'_>,
-    ) -> Result<Arc<dyn Provider>, String> {
+    ) -> Result<Arc<dyn Provider>, RouteError> {
         match kind {
             ProviderKind::NestedStack => Ok(self.nested(ctx)),
             _ => self.providers.for_recorded(resource_type, kind),

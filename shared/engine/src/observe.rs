@@ -63,7 +63,7 @@ async fn read_with<S: EventStore + 'static>(
 ) -> CurrentState {
     let provider = match engine.providers.for_recorded(&request.resource_type, kind) {
         Ok(p) => p,
-        Err(why) => return CurrentState::CannotRead(why),
+        Err(why) => return CurrentState::CannotRead(why.to_string()),
     };
     match provider.read_current_state(request).await {
         Ok(state) => state,

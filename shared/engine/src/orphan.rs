@@ -174,7 +174,7 @@ fn check<S: EventStore>(
     ids: &[String],
 ) -> Result<Vec<Orphaned>, EngineError> {
     let state = recorder.state();
-    let refuse = |why: String| Err(EngineError::Other(format!("stack {stack}: {why}")));
+    let refuse = |why: String| Err(EngineError::Refused(format!("stack {stack}: {why}")));
     if ids.is_empty() {
         return refuse("name at least one logical id to orphan".into());
     }

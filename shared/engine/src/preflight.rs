@@ -173,7 +173,7 @@ pub(crate) fn check<S: EventStore + 'static>(
     if found.is_empty() {
         return Ok(());
     }
-    Err(EngineError::Other(format!(
+    Err(EngineError::Refused(format!(
         "{}: stack {} cannot be deployed, and nothing was changed:\n  - {}",
         input.source,
         input.name,

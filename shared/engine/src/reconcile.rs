@@ -121,7 +121,9 @@ async fn replay_update<S: EventStore + 'static>(
         if contains_mask(&Value::Object(sent.clone())) {
             return Err("its properties hold a masked NoEcho value".to_string());
         }
-        let provider = engine.recorded_provider(&p.resource_type, p.provider, ctx)?;
+        let provider = engine
+            .recorded_provider(&p.resource_type, p.provider, ctx)
+            .map_err(|e| e.to_string())?;
         let resolved = resolve_dynamic(engine.lookups.as_ref(), &sent)
             .await
             .map_err(|(_, m)| m)?;
@@ -174,7 +176,7 @@ async fn replay_delete<S: EventStore + 'static>(
     let physical = p.physical_id.clone().unwrap_or_default();
     let replaced = step.rec.state().predecessors.contains_key(&physical);
     let outcome = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
-        Err(m) => Err(m),
+        Err(e) => Err(e.to_string()),
         Ok(provider) => {
             let mut request = step.request(p.properties.clone().unwrap_or_default());
             request.physical_id = Some(physical.clone());
@@ -359,7 +361,7 @@ async fn replay_create<S: EventStore + 'static>(
     };
     let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
         Ok(x) => x,
-        Err(m) => return Ok(Err(m)),
+        Err(e) => return Ok(Err(e.to_string())),
     };
     let request = step.request(call_props);
     let found = create_or_adopt_own(provider.as_ref(), &request)

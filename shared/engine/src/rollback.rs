@@ -311,7 +311,7 @@ impl<S: EventStore + 'static> Rollback<S> {
         let provider = self
             .engine
             .recorded_provider(&undo.resource_type, undo.provider, ctx)
-            .map_err(|m| plain.info("Unsupported", &m))?;
+            .map_err(|e| plain.info("Unsupported", &e.to_string()))?;
         match undo.restore {
             None => {
                 let mut request = step.request(undo.current.unwrap_or_default());
@@ -403,7 +403,7 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
         if let (Some(e), Some(d)) = (&expected, &deploy_id)
             && e != d
         {
-            return Err(EngineError::Other(format!(
+            return Err(EngineError::Refused(format!(
                 "stack {stack}: the journal belongs to {d}, not {e}"
             )));
         }

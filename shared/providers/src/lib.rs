@@ -38,5 +38,5 @@ pub use provider::{
 };
 pub use registry::{Registry, Route};
 pub use retry::RetryPolicy;
-pub use router::{Providers, Routed, Router};
+pub use router::{Providers, RouteError, Routed, Router};
 pub use stackflow_core::ProviderKind;

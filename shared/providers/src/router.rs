@@ -16,6 +16,39 @@ use crate::registry::{Registry, Route, is_custom_type};
 use crate::sdk;
 use crate::throttle::{CLOUD_CONTROL, service_of};
 
+/// Why no provider takes a resource.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// A custom resource, and no bucket for its handler's answers.
+    #[error(
+        "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: stackflow's own (stackflow-<account>-<region>) when the AWS account is known, else pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
+    )]
+    NoAnswerBucket {
+        /// The type.
+        resource_type: String,
+    },
+    /// A type neither an SDK provider nor Cloud Control knows (`suggestion`: a "did you
+    /// mean" of the closest known type, or empty).
+    #[error(
+        "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it{suggestion}"
+    )]
+    Unknown {
+        /// The type.
+        resource_type: String,
+        /// The closest known type, said as a suggestion, or empty.
+        suggestion: String,
+    },
+    /// A resource an SDK provider made, whose provider this build no longer has.
+    #[error("no SDK provider for {resource_type} any more")]
+    NoSdkProvider {
+        /// The type.
+        resource_type: String,
+    },
+    /// A nested stack asked of a router that serves AWS resources only.
+    #[error("a nested stack has no provider of its own: the engine deploys it as a stack")]
+    NestedStack,
+}
+
 /// Picks the provider of each resource. The engine depends on this trait only, so that
 /// its lifecycle can be tested with a fake provider.
 pub trait Router: Send + Sync {
@@ -26,14 +59,14 @@ pub trait Router: Send + Sync {
         resource_type: &str,
         properties: &Properties,
         recorded: Option<ProviderKind>,
-    ) -> Result<Routed, String>;
+    ) -> Result<Routed, RouteError>;
 
     /// The provider that made a recorded resource (for updates, deletes and undo).
     fn for_recorded(
         &self,
         resource_type: &str,
         kind: ProviderKind,
-    ) -> Result<Arc<dyn Provider>, String>;
+    ) -> Result<Arc<dyn Provider>, RouteError>;
 
     /// The AWS services the calls of an action on a resource of `resource_type` go to,
     /// the one its own calls are sent to first (Cloud Control's API, then the type's
@@ -407,7 +440,7 @@ impl Router for Providers {
         resource_type: &str,
         properties: &Properties,
         recorded: Option<ProviderKind>,
-    ) -> Result<Routed, String> {
+    ) -> Result<Routed, RouteError> {
         match self.registry.route(resource_type, properties, recorded) {
             Some(Route::Sdk(provider)) => Ok(Routed {
                 provider,
@@ -422,14 +455,14 @@ impl Router for Providers {
                     provider: provider.clone(),
                     kind: ProviderKind::Custom,
                 }),
-                None => Err(format!(
-                    "{resource_type} is a custom resource, and custom resources need a bucket for their handlers' answers: stackflow's own (stackflow-<account>-<region>) when the AWS account is known, else pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
-                )),
+                None => Err(RouteError::NoAnswerBucket {
+                    resource_type: resource_type.to_string(),
+                }),
             },
-            None => Err(format!(
-                "no provider can handle {resource_type}: it has no SDK provider and Cloud Control does not know it{}",
-                did_you_mean(stackflow_core::schema::closest_type(resource_type))
-            )),
+            None => Err(RouteError::Unknown {
+                resource_type: resource_type.to_string(),
+                suggestion: did_you_mean(stackflow_core::schema::closest_type(resource_type)),
+            }),
         }
     }
 
@@ -437,20 +470,23 @@ impl Router for Providers {
         &self,
         resource_type: &str,
         kind: ProviderKind,
-    ) -> Result<Arc<dyn Provider>, String> {
+    ) -> Result<Arc<dyn Provider>, RouteError> {
         match kind {
             ProviderKind::Sdk => self
                 .registry
                 .sdk_provider(resource_type)
                 .cloned()
-                .ok_or_else(|| format!("no SDK provider for {resource_type} any more")),
+                .ok_or_else(|| RouteError::NoSdkProvider {
+                    resource_type: resource_type.to_string(),
+                }),
             ProviderKind::CloudControl => Ok(self.cloud_control.clone()),
-            ProviderKind::Custom => self.custom.clone().ok_or_else(|| {
-                format!(
-                    "{resource_type} is a custom resource: its handler answers in stackflow's own bucket (stackflow-<account>-<region>) when the AWS account is known; else pass --store-bucket NAME (or set STACKFLOW_BUCKET)"
-                )
-            }),
-            ProviderKind::NestedStack => Err("a nested stack has no provider".into()),
+            ProviderKind::Custom => self
+                .custom
+                .clone()
+                .ok_or_else(|| RouteError::NoAnswerBucket {
+                    resource_type: resource_type.to_string(),
+                }),
+            ProviderKind::NestedStack => Err(RouteError::NestedStack),
         }
     }
 }

@@ -199,7 +199,7 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
         secrets: &[],
     };
     let outcome = match engine.recorded_provider(&resource.resource_type, resource.provider, ctx) {
-        Err(message) => Err(masker.info("Unsupported", &message)),
+        Err(e) => Err(masker.info("Unsupported", &e.to_string())),
         Ok(provider) => {
             let mut request = step.request(resource.properties.clone());
             request.physical_id = Some(resource.physical_id.clone());

@@ -83,7 +83,7 @@ async fn finish_interrupted_rollback<S: EventStore + 'static>(
     let rollback = OwnedRollback::begin(engine.clone(), &input.name, Some(failed)).await?;
     let r = rollback.run().await?;
     if !r.complete() {
-        return Err(EngineError::Other(format!(
+        return Err(EngineError::NeedsOperator(format!(
             "stack {}: an interrupted rollback could not be finished; run `stackflow rollback --stack {}` and fix what it reports",
             input.name, input.name
         )));
@@ -198,7 +198,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             Err(e) => {
                 let why = e.to_string();
                 if let Err(release) = self.fail(None, &why, false).await {
-                    return Err(EngineError::Other(format!(
+                    return Err(EngineError::NeedsOperator(format!(
                         "{why}; and the stack's lock could not be released ({release}): \
                          run `stackflow unlock --stack {}`",
                         self.stack()

@@ -80,7 +80,7 @@ fn operation(action: Action, id: &str) -> Result<Operation, EngineError> {
         Action::Create => Ok(Operation::Create),
         Action::Update | Action::NoOp => Ok(Operation::Update),
         Action::Replace => Ok(Operation::Replace),
-        Action::Delete => Err(EngineError::Other(format!(
+        Action::Delete => Err(EngineError::Internal(format!(
             "{id} is deleted in cleanup, not provisioned"
         ))),
     }
@@ -90,7 +90,7 @@ impl<S: EventStore + 'static> Deployment<S> {
     /// **Provision** handler: one create, update or replacement of resource `id`.
     pub async fn provision(&self, id: &str) -> Handled {
         let Some(rp) = self.plan.resource(id).cloned() else {
-            return Err(EngineError::Other(format!(
+            return Err(EngineError::Internal(format!(
                 "resource {id} is not in the plan"
             )));
         };
@@ -199,7 +199,7 @@ impl<S: EventStore + 'static> Deployment<S> {
         let routed = self
             .engine
             .route(ty, &props, recorded, self.nested_context())
-            .map_err(|m| self.plain().info("Unsupported", &m))?;
+            .map_err(|e| self.plain().info("Unsupported", &e.to_string()))?;
         if routed.kind == ProviderKind::NestedStack {
             let resolved = Resolved {
                 props,

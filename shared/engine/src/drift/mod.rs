@@ -286,7 +286,7 @@ fn selected<S: EventStore>(
 ) -> Result<Vec<(String, ResourceState)>, EngineError> {
     let state = recorder.state();
     if state.resources.is_empty() {
-        return Err(EngineError::Other(format!(
+        return Err(EngineError::Refused(format!(
             "stack {stack} has no recorded resources: deploy or import it first"
         )));
     }
@@ -296,7 +296,7 @@ fn selected<S: EventStore>(
         .collect();
     if !unknown.is_empty() {
         let known: Vec<&String> = state.resources.keys().collect();
-        return Err(EngineError::Other(format!(
+        return Err(EngineError::Refused(format!(
             "stack {stack} has no resource {unknown:?}; its resources are {known:?}"
         )));
     }
@@ -331,7 +331,8 @@ async fn check_all<S: EventStore + 'static>(
     }
     let mut read: Vec<Option<CurrentState>> = vec![None; selected.len()];
     while let Some(joined) = running.join_next().await {
-        let (i, state) = joined.map_err(|e| EngineError::Other(format!("a read failed: {e}")))?;
+        let (i, state) =
+            joined.map_err(|e| EngineError::Internal(format!("a read failed: {e}")))?;
         read[i] = Some(state);
     }
     let attached = stack_attachments(run.rec);

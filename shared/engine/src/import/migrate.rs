@@ -85,9 +85,9 @@ pub(crate) async fn describe(
     let what = "--migrate-from-cloudformation";
     lookup(cloudformation, stack)
         .await
-        .map_err(|e| EngineError::Other(format!("{what}: {e}")))?
+        .map_err(|e| EngineError::Lookup(format!("{what}: {e}")))?
         .ok_or_else(|| {
-            EngineError::Other(format!(
+            EngineError::Refused(format!(
                 "{what}: CloudFormation stack {stack} does not exist"
             ))
         })

@@ -371,7 +371,10 @@ async fn find_one<S: EventStore + 'static>(
     };
     let routed = match d.engine.providers.route(ty, &props, None) {
         Ok(r) => r,
-        Err(why) => return (row(id, ty, ImportStatus::Unsupported, Some(why)), None),
+        Err(why) => {
+            let why = why.to_string();
+            return (row(id, ty, ImportStatus::Unsupported, Some(why)), None);
+        }
     };
     if matches!(
         routed.kind,
@@ -454,7 +457,7 @@ async fn locate<S: EventStore + 'static>(
         .engine
         .providers
         .for_recorded(&request.resource_type, kind)
-        .map_err(|why| (ImportStatus::Unsupported, why))?;
+        .map_err(|why| (ImportStatus::Unsupported, why.to_string()))?;
     match provider.import(request).await {
         Ok(Imported::Found {
             physical_id,
@@ -725,9 +728,9 @@ async fn mark_journal<S: EventStore + 'static>(
         )
         .await
         .map_err(|e| {
-            EngineError::Other(format!(
+            EngineError::NeedsOperator(format!(
                 "the rollback journal of deploy {deploy_id} could not be marked, so nothing \
-                 was imported: {e}"
+                 was imported: {e}; run the import again"
             ))
         })?;
     report.marked_journal = Some(deploy_id);

@@ -35,7 +35,7 @@ pub(super) fn check_request(
         .filter(|id| !input.template.resources.contains_key(*id))
         .collect();
     if !unknown.is_empty() {
-        return Err(EngineError::Other(format!(
+        return Err(EngineError::Refused(format!(
             "{}: the resource mapping names {unknown:?}, which the template does not \
              declare (check the logical ids: `stackflow diff` lists them)",
             input.source
@@ -55,7 +55,7 @@ pub(super) fn check_request(
             })
             .collect();
         if !replaced.is_empty() {
-            return Err(EngineError::Other(format!(
+            return Err(EngineError::Refused(format!(
                 "stack {} already records {}: pass --force to replace the record (the \
                  resource recorded now stays in AWS, no longer in stackflow's records)",
                 input.name,
@@ -65,7 +65,7 @@ pub(super) fn check_request(
         return Ok(());
     }
     if !state.resources.is_empty() {
-        return Err(EngineError::Other(format!(
+        return Err(EngineError::Refused(format!(
             "stack {} already has {} recorded resources: pass --force to import every \
              template resource again over them, or --resource ID=PHYSICAL to add or \
              replace only those",

@@ -103,8 +103,12 @@ impl From<EngineError> for TaskError {
             EngineError::Template(_) => ErrorKind::Template,
             EngineError::Store(stackflow_events::StoreError::Locked { .. }) => ErrorKind::Locked,
             EngineError::Store(_) => ErrorKind::Store,
-            EngineError::PlanMoved(_) | EngineError::NotAllowed(_) => ErrorKind::Input,
-            EngineError::Other(_) => ErrorKind::Internal,
+            EngineError::LockLost(_) => ErrorKind::Locked,
+            EngineError::PlanMoved(_)
+            | EngineError::NotAllowed(_)
+            | EngineError::Refused(_)
+            | EngineError::Lookup(_) => ErrorKind::Input,
+            EngineError::NeedsOperator(_) | EngineError::Internal(_) => ErrorKind::Internal,
         };
         TaskError::new(kind, e.to_string())
     }
@@ -122,8 +126,16 @@ mod tests {
 
     #[test]
     fn engine_errors_map_to_contract_names() {
-        let e: TaskError = EngineError::Other("x".into()).into();
+        let e: TaskError = EngineError::Internal("x".into()).into();
         assert_eq!(e.kind, ErrorKind::Internal);
         assert_eq!(e.to_string(), "Stackflow.Internal: x");
+        let kind = |e: EngineError| TaskError::from(e).kind;
+        assert_eq!(kind(EngineError::Refused("x".into())), ErrorKind::Input);
+        assert_eq!(kind(EngineError::Lookup("x".into())), ErrorKind::Input);
+        assert_eq!(kind(EngineError::LockLost("x".into())), ErrorKind::Locked);
+        assert_eq!(
+            kind(EngineError::NeedsOperator("x".into())),
+            ErrorKind::Internal
+        );
     }
 }

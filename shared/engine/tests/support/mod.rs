@@ -28,7 +28,7 @@ use stackflow_providers::provider::{
     Attributes, BoxFuture, Created, CurrentState, Deleted, Imported, Properties, Provider,
     ResourceRequest, Updated,
 };
-use stackflow_providers::router::{Routed, Router};
+use stackflow_providers::router::{RouteError, Routed, Router};
 use tokio::sync::{Semaphore, watch};
 
 /// The region every test deploys to.
@@ -312,9 +312,12 @@ impl Router for FakeRouter {
         resource_type: &str,
         _properties: &Properties,
         _recorded: Option<ProviderKind>,
-    ) -> Result<Routed, String> {
+    ) -> Result<Routed, RouteError> {
         if resource_type == UNSERVED_TYPE {
-            return Err(format!("no provider can handle {resource_type}"));
+            return Err(RouteError::Unknown {
+                resource_type: resource_type.to_string(),
+                suggestion: String::new(),
+            });
         }
         // As the real router: custom resources by their own protocol.
         let kind = if resource_type.starts_with("Custom::") {
@@ -332,7 +335,7 @@ impl Router for FakeRouter {
         &self,
         _resource_type: &str,
         _kind: ProviderKind,
-    ) -> Result<Arc<dyn Provider>, String> {
+    ) -> Result<Arc<dyn Provider>, RouteError> {
         Ok(self.0.clone())
     }
 }
