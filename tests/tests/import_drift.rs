@@ -2,7 +2,8 @@
 //! of the eight SDK provider types and two Cloud Control types, in sync right after the
 //! deploy (no false drift), then a change made out of band with the AWS SDK is drift
 //! (exit 1, naming the path), `--revert` puts AWS back (checked directly), `--accept`
-//! takes AWS's value as the baseline; an out-of-band delete is reported and declined.
+//! takes AWS's value as the baseline; an out-of-band delete is reported and declined;
+//! every revert (twice in a row, and in two stacks) reaches AWS under a token of its own.
 //! Import and refusals: `import_drift_import.rs`; measurements: `import_drift_measure.rs`.
 //!
 //! fakecloud 0.51.0's Cloud Control answers the desired state of its own last
@@ -505,4 +506,106 @@ async fn an_out_of_band_delete_is_reported_and_accept_declines_it() {
     assert_eq!(s.drift(&stack, &[], 1).status("Queue"), "deleted");
     // Only the resource checked: the one in sync alone exits 0.
     s.drift(&stack, &["--resource", "Param"], 0);
+}
+
+const TWO_TYPES: &str = r#"
+Parameters:
+  P:
+    Type: String
+Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: !Sub "${P}-queue"
+      VisibilityTimeout: 45
+  Bus:
+    Type: AWS::Events::EventBus
+    Properties:
+      Name: !Sub "${P}-bus"
+      Description: bus one
+"#;
+
+/// The update intents of `stack`'s log about `id` (`events --json`: camelCase), with the
+/// outcome each has in its run: `(token, outcome type)`.
+fn reverts_of(s: &Session, stack: &str, id: &str) -> Vec<(String, String)> {
+    let events: Vec<Value> = s
+        .events_text(stack)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an event line"))
+        .collect();
+    let of = |e: &Value| e["event"].clone();
+    events
+        .iter()
+        .map(of)
+        .filter(|e| {
+            e["type"] == "ResourceIntent" && e["logicalId"] == id && e["operation"] == "update"
+        })
+        .map(|intent| {
+            let token = intent["token"].as_str().unwrap_or_default().to_string();
+            let deploy = &intent["deployId"];
+            let outcome = events
+                .iter()
+                .map(of)
+                .find(|e| {
+                    e["deployId"] == *deploy
+                        && (e["resource"]["logicalId"] == id || e["logicalId"] == id)
+                        && e["type"] != "ResourceIntent"
+                        && e["type"]
+                            .as_str()
+                            .is_some_and(|t| t.starts_with("Resource"))
+                })
+                .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+                .unwrap_or_default();
+            (token, outcome)
+        })
+        .collect()
+}
+
+/// Issue 22: a revert is an action of the record, under a token of its own. Two reverts
+/// of the same drift in a row, and reverts of the same logical ids in two stacks, each
+/// reach AWS (an SDK type and a Cloud Control type: Cloud Control answers a token it has
+/// seen with the first request's result) and each leave an intent and an outcome.
+#[tokio::test]
+async fn every_revert_reaches_aws_and_is_recorded_under_its_own_token() {
+    let emu = Emulator::shared().await;
+    let aws = Aws::new(emu).await;
+    let s = session(emu, "revert2");
+    let stacks = [unique_name("revert2a"), unique_name("revert2b")];
+    let values = [
+        ("Queue", "45", ["99", "98"]),
+        ("Bus", "bus one", ["two", "three"]),
+    ];
+    let mut tokens = std::collections::BTreeSet::new();
+    for stack in &stacks {
+        let path = s.template("v1", stack, TWO_TYPES);
+        let prefix = stack.to_lowercase();
+        s.run(&["deploy", &path, "--parameter", &format!("P={prefix}")], 0);
+        let ids = physical_ids(&s, stack);
+        for round in 0..2 {
+            for (id, _, changed) in &values {
+                aws.change(id, pid(&ids, id), changed[round]).await;
+            }
+            let reverted = s.drift(stack, &["--revert"], 0);
+            for (id, original, _) in &values {
+                assert_eq!(reverted.status(id), "reverted", "{:#}", reverted.row(id));
+                assert_eq!(
+                    &aws.read(id, pid(&ids, id)).await,
+                    original,
+                    "{stack} {id} round {round}: the revert did not reach AWS"
+                );
+            }
+        }
+        for (id, ..) in &values {
+            let reverts = reverts_of(&s, stack, id);
+            assert_eq!(reverts.len(), 2, "{stack} {id}: {reverts:?}");
+            for (token, outcome) in reverts {
+                assert_eq!(outcome, "ResourceUpdated", "{stack} {id} {token}");
+                assert!(tokens.insert(token.clone()), "{token} used twice");
+            }
+        }
+    }
+    assert_eq!(tokens.len(), 8);
+    for stack in &stacks {
+        s.run(&["destroy", "--stack", stack], 0);
+    }
 }
