@@ -46,7 +46,7 @@ pub use deploy::{Cleanup, Deployment, PlanDocument};
 pub use destroy::{destroy_stack, destroy_stack_as};
 pub use engine::{DeployOptions, Engine, EngineError, ExpectedPlan, StaleCheck, never_stale};
 pub use keys::new_id;
-pub use report::{Done, Failure, RollbackReport, StackReport, StackStatus};
+pub use report::{Done, Failure, RollbackReport, StackReport, StackStatus, Undone};
 pub use rollback::{rollback_stack, rollback_stack_as};
 pub use runner::deploy_stack;
 pub use schedule::{Gate, Outcome, Report, Task, TaskStatus, reversed, run, run_gated};

@@ -65,10 +65,7 @@ async fn read_with<S: EventStore + 'static>(
         Ok(p) => p,
         Err(why) => return CurrentState::CannotRead(why.to_string()),
     };
-    match provider.read_current_state(request).await {
-        Ok(state) => state,
-        Err(e) => CurrentState::CannotRead(e.to_string()),
-    }
+    crate::step::read_current(provider.as_ref(), request).await
 }
 
 /// The request a read of recorded resource `r` (logical id `id`) sends.

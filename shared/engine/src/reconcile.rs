@@ -10,10 +10,6 @@ use stackflow_core::template::Policy;
 use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
-use stackflow_providers::ProviderError;
-use stackflow_providers::provider::{
-    Created, CurrentState, Deleted, Imported, Provider, ResourceRequest,
-};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, op_name};
@@ -21,7 +17,7 @@ use crate::recorder::Recorder;
 use crate::secrets::{
     Masker, contains_mask, mask_attributes_plain, resolve_dynamic, resolved_secrets,
 };
-use crate::step::Step;
+use crate::step::{DeleteAnswer, Step};
 
 /// How a replay ended: `Ok(what)` when its outcome was recorded, `Err(why)` when it was
 /// not replayed (recorded as skipped).
@@ -135,7 +131,7 @@ async fn replay_update<S: EventStore + 'static>(
             resolution: Some(&resolved.resolution),
             secrets: &[],
         };
-        match provider.update(&request).await {
+        match step.update(provider.as_ref(), &request).await {
             Ok(updated) => Ok((updated, needles)),
             Err(e) => Err(masker.text(&e.to_string())),
         }
@@ -175,36 +171,37 @@ async fn replay_delete<S: EventStore + 'static>(
 ) -> Replayed {
     let physical = p.physical_id.clone().unwrap_or_default();
     let replaced = step.rec.state().predecessors.contains_key(&physical);
-    let outcome = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
-        Err(e) => Err(e.to_string()),
-        Ok(provider) => {
-            let mut request = step.request(p.properties.clone().unwrap_or_default());
-            request.physical_id = Some(physical.clone());
-            Deleted::or_gone(provider.delete(&request).await).map_err(|e| e.to_string())
-        }
+    let unfinished = |why: &dyn std::fmt::Display| {
+        Ok(Err(format!(
+            "the interrupted delete could not be finished: {why}"
+        )))
     };
-    match outcome {
-        Ok(Deleted::Done) => {
+    let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
+        Err(e) => return unfinished(&e),
+        Ok(provider) => provider,
+    };
+    let mut request = step.request(p.properties.clone().unwrap_or_default());
+    request.physical_id = Some(physical.clone());
+    match step.delete(provider.as_ref(), &request).await {
+        DeleteAnswer::Deleted | DeleteAnswer::AlreadyGone => {
             step.deleted(Phase::Reconciled, physical, replaced).await?;
             Ok(Ok("the interrupted delete is done".into()))
         }
         // Still there: it stays recorded, and the next run that deletes it tries again.
-        Ok(Deleted::Skipped { reason }) => {
+        DeleteAnswer::Skipped(reason) => {
             step.skipped(Phase::Skipped, &reason).await?;
             Ok(Err(format!(
                 "the interrupted delete was left undone ({reason}); {physical} stays recorded"
             )))
         }
-        Ok(Deleted::Abandoned { reason }) => {
+        DeleteAnswer::Abandoned(reason) => {
             step.retained(physical, reason.clone(), replaced).await?;
             Ok(Ok(format!(
                 "the interrupted delete cannot be finished ({reason}); the resource leaves \
                  the stack as if retained"
             )))
         }
-        Err(m) => Ok(Err(format!(
-            "the interrupted delete could not be finished: {m}"
-        ))),
+        DeleteAnswer::Failed(e) => unfinished(&e),
     }
 }
 
@@ -254,81 +251,6 @@ fn too_old_to_replay(p: &PendingIntent, now: std::time::SystemTime) -> Option<St
     })
 }
 
-/// The create of `request` when this stack's own intent shows it was tried before (an
-/// interrupted or retried create): the provider answers with what that call made, or
-/// makes it now. The intent does not show that the call reached AWS, so a named resource
-/// that exists is adopted only on proof that this create made it
-/// ([`Provider::made_by`]: the mark the create left), and then brought to `request`'s
-/// properties ([`adopt_own`]). Anything else under the name is someone else's: refused,
-/// untouched and unrecorded ([`not_proven`]).
-pub(crate) async fn create_or_adopt_own(
-    provider: &dyn Provider,
-    request: &ResourceRequest,
-) -> Result<Created, ProviderError> {
-    match provider.create(request).await {
-        Err(ProviderError::AlreadyExists(m)) => match provider.import(request).await {
-            Ok(Imported::Found { physical_id, .. }) => {
-                let mut found = request.clone();
-                found.physical_id = Some(physical_id.clone());
-                match provider.made_by(&found).await {
-                    Ok(true) => adopt_own(provider, request, physical_id).await,
-                    Ok(false) => Err(not_proven(request, &physical_id)),
-                    Err(e) => Err(e.context(format_args!(
-                        "{physical_id} exists, and whether this stack made it could not be \
-                         read; not adopted"
-                    ))),
-                }
-            }
-            _ => Err(ProviderError::AlreadyExists(m)),
-        },
-        other => other,
-    }
-}
-
-/// The refusal of a replayed create that found `physical_id` under its name without proof
-/// that it made it.
-fn not_proven(request: &ResourceRequest, physical_id: &str) -> ProviderError {
-    ProviderError::AlreadyExists(format!(
-        "{physical_id} exists, not made by this stack: an earlier run was interrupted before \
-         this create's outcome was recorded, but nothing on the resource shows that the \
-         create made it (it may be someone else's), so it is not adopted, changed or ever \
-         deleted. If it is this stack's, adopt it with `stackflow import --stack {stack} \
-         --resource {id}={physical_id}`; else give {id} another name",
-        stack = request.stack_name,
-        id = request.logical_id
-    ))
-}
-
-/// Adopts `physical_id`, a resource this stack made (its own intent or records say so),
-/// for the create `request`: an update from what AWS holds now (when the provider can
-/// read it; else from nothing, so every property is set) to `request`'s properties. A
-/// resource adopted by name may have been made with other properties (an earlier
-/// template's, or a create that stopped half way), and recording the template's
-/// properties without applying them would leave, say, a bucket without its encryption.
-pub(crate) async fn adopt_own(
-    provider: &dyn Provider,
-    request: &ResourceRequest,
-    physical_id: String,
-) -> Result<Created, ProviderError> {
-    let mut apply = request.clone();
-    apply.physical_id = Some(physical_id.clone());
-    apply.previous_properties = match provider.read_current_state(&apply).await {
-        Ok(CurrentState::Found(now)) => Some(now),
-        _ => Some(Map::new()),
-    };
-    let updated = provider.update(&apply).await.map_err(|e| {
-        e.context(format_args!(
-            "{physical_id} exists and is this stack's own, but bringing it to the \
-             template's properties failed"
-        ))
-    })?;
-    Ok(Created {
-        physical_id: updated.physical_id,
-        attributes: updated.attributes,
-        sensitive: updated.sensitive,
-    })
-}
-
 /// Replays an interrupted create with its token: the provider answers with the resource
 /// that call made, or makes it now. A named resource that exists is adopted only through
 /// the provider's import of the same name.
@@ -364,7 +286,8 @@ async fn replay_create<S: EventStore + 'static>(
         Err(e) => return Ok(Err(e.to_string())),
     };
     let request = step.request(call_props);
-    let found = create_or_adopt_own(provider.as_ref(), &request)
+    let found = step
+        .create_again(provider.as_ref(), &request)
         .await
         .map(|c| (c.physical_id, c.attributes, c.sensitive));
     let verb = op_name(p.operation);

@@ -145,9 +145,38 @@ pub enum Done {
     /// Looked at again (a resource downstream of an update) and found unchanged: nothing
     /// was done.
     Unchanged,
-    /// A rollback undid a journal entry, and how (`deleted`, `already-gone`,
-    /// `restored`, `retained`).
-    Undone(String),
+    /// A rollback undid a journal entry, and how.
+    Undone(Undone),
+}
+
+/// How a rollback undid a journal entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Undone {
+    /// What the deploy made is deleted.
+    Deleted,
+    /// What the deploy made was gone already.
+    AlreadyGone,
+    /// Nothing can delete what the deploy made: it leaves the stack, as retained.
+    Abandoned,
+    /// What the deploy changed has its previous properties again.
+    Restored,
+    /// What the deploy made stays in AWS and leaves the stack (its `DeletionPolicy`).
+    Retained,
+}
+
+impl Undone {
+    /// The word the log and the report say (`RollbackEntryUndone.how`; also its
+    /// serialized form).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Undone::Deleted => "deleted",
+            Undone::AlreadyGone => "already-gone",
+            Undone::Abandoned => "abandoned",
+            Undone::Restored => "restored",
+            Undone::Retained => "retained",
+        }
+    }
 }
 
 impl Done {
@@ -161,7 +190,7 @@ impl Done {
             Done::Retained(_) => "retained",
             Done::Skipped(_) => "skipped",
             Done::Unchanged => "unchanged",
-            Done::Undone(how) => how,
+            Done::Undone(how) => how.as_str(),
         }
     }
 }

@@ -12,7 +12,6 @@ use stackflow_core::template::Policy;
 use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
 use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent, StackState};
 use stackflow_events::{EventStore, Precondition};
-use stackflow_providers::{Deleted, ProviderError};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
@@ -20,10 +19,10 @@ use crate::phase::{Subject, Tally, run_phase};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
 use crate::recorder::Recorder;
-use crate::report::{Done, Failure, RollbackReport, StackReport, StackStatus};
+use crate::report::{Done, Failure, RollbackReport, StackReport, StackStatus, Undone};
 use crate::schedule::Task;
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic};
-use crate::step::Step;
+use crate::step::{DeleteAnswer, Step};
 
 /// A rollback of a failed deploy's journal.
 pub struct Rollback<S> {
@@ -252,7 +251,7 @@ impl<S: EventStore + 'static> Rollback<S> {
         entry: &JournalEntry,
         undo: Undo,
         pre: &Precondition,
-    ) -> Result<Result<String, ErrorInfo>, EngineError> {
+    ) -> Result<Result<Undone, ErrorInfo>, EngineError> {
         let id = &entry.logical_id;
         let resource_type = undo.resource_type.clone();
         let step = Step {
@@ -274,8 +273,8 @@ impl<S: EventStore + 'static> Rollback<S> {
                 .get(id)
                 .and_then(|r| r.deletion_policy);
             if matches!(policy, Some(Policy::Retain | Policy::Snapshot)) {
-                step.undone("retained").await?;
-                return Ok(Ok("retained".into()));
+                step.undone(Undone::Retained).await?;
+                return Ok(Ok(Undone::Retained));
             }
         }
         step.intent(
@@ -287,7 +286,7 @@ impl<S: EventStore + 'static> Rollback<S> {
         match self.call(&step, undo).await {
             Ok(how) => {
                 step.undone(how).await?;
-                Ok(Ok(how.to_string()))
+                Ok(Ok(how))
             }
             Err(e) => {
                 step.failed(Phase::Failed, e.clone()).await?;
@@ -297,7 +296,7 @@ impl<S: EventStore + 'static> Rollback<S> {
     }
 
     /// The provider call that undoes one entry.
-    async fn call(&self, step: &Step<'_, S>, undo: Undo) -> Result<&'static str, ErrorInfo> {
+    async fn call(&self, step: &Step<'_, S>, undo: Undo) -> Result<Undone, ErrorInfo> {
         let options = DeployOptions::new();
         // No template is at hand: a nested stack can be deleted, not put back.
         let ctx = NestedContext {
@@ -316,17 +315,17 @@ impl<S: EventStore + 'static> Rollback<S> {
             None => {
                 let mut request = step.request(undo.current.unwrap_or_default());
                 request.physical_id = Some(undo.physical_id);
-                match provider.delete(&request).await {
-                    Ok(Deleted::Done) => Ok("deleted"),
+                match step.delete(provider.as_ref(), &request).await {
+                    DeleteAnswer::Deleted => Ok(Undone::Deleted),
+                    DeleteAnswer::AlreadyGone => Ok(Undone::AlreadyGone),
                     // Nothing can delete it any more: it leaves the stack, as retained.
-                    Ok(Deleted::Abandoned { .. }) => Ok("abandoned"),
+                    DeleteAnswer::Abandoned(_) => Ok(Undone::Abandoned),
                     // Still there: the entry is not undone, the resource stays recorded.
-                    Ok(Deleted::Skipped { reason }) => Err(plain.info(
+                    DeleteAnswer::Skipped(reason) => Err(plain.info(
                         "DeleteSkipped",
                         &format!("the delete was skipped: {reason}"),
                     )),
-                    Err(ProviderError::NotFound(_)) => Ok("already-gone"),
-                    Err(e) => Err(plain.error(&e)),
+                    DeleteAnswer::Failed(e) => Err(plain.error(&e)),
                 }
             }
             Some(previous) => {
@@ -357,8 +356,8 @@ impl<S: EventStore + 'static> Rollback<S> {
                     resolution: Some(&resolution),
                     secrets: &[],
                 };
-                match provider.update(&request).await {
-                    Ok(_) => Ok("restored"),
+                match step.update(provider.as_ref(), &request).await {
+                    Ok(_) => Ok(Undone::Restored),
                     Err(e) => Err(masker.error(&e)),
                 }
             }

@@ -149,22 +149,12 @@ pub enum Deleted {
 impl Deleted {
     /// The outcome of one AWS delete call (inside a provider): done when it succeeded, and
     /// also when AWS says the resource is not there (a delete of a missing resource
-    /// succeeds). Not for a provider's own answer, which may be skipped or abandoned: see
-    /// [`Deleted::or_gone`].
+    /// succeeds). Not for a provider's own answer, which may be skipped or abandoned: the
+    /// engine reads that once, in its step (`Step::delete`).
     pub fn unless_missing<T>(result: Result<T, ProviderError>) -> Result<Deleted, ProviderError> {
         match result {
             Ok(_) | Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
             Err(e) => Err(e),
-        }
-    }
-
-    /// A provider's answer to a delete, as the engine takes it: the answer itself (a delete
-    /// the provider skipped or abandoned is not done: the resource is still there), and
-    /// done when the provider says the resource is not there.
-    pub fn or_gone(result: Result<Deleted, ProviderError>) -> Result<Deleted, ProviderError> {
-        match result {
-            Err(ProviderError::NotFound(_)) => Ok(Deleted::Done),
-            other => other,
         }
     }
 }

@@ -12,7 +12,6 @@ use stackflow_core::template::Policy;
 use stackflow_events::event::Operation;
 use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, Precondition};
-use stackflow_providers::provider::Deleted;
 
 use super::Deployment;
 use crate::engine::{Engine, NestedContext};
@@ -22,7 +21,7 @@ use crate::recorder::Recorder;
 use crate::report::{Done, Handled};
 use crate::schedule::{self, Task};
 use crate::secrets::Masker;
-use crate::step::Step;
+use crate::step::{DeleteAnswer, Step};
 
 /// One cleanup action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -198,32 +197,33 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
         resolution: None,
         secrets: &[],
     };
-    let outcome = match engine.recorded_provider(&resource.resource_type, resource.provider, ctx) {
-        Err(e) => Err(masker.info("Unsupported", &e.to_string())),
-        Ok(provider) => {
-            let mut request = step.request(resource.properties.clone());
-            request.physical_id = Some(resource.physical_id.clone());
-            Deleted::or_gone(provider.delete(&request).await).map_err(|e| masker.error(&e))
+    let provider = match engine.recorded_provider(&resource.resource_type, resource.provider, ctx) {
+        Err(e) => {
+            let error = masker.info("Unsupported", &e.to_string());
+            return Ok(Err(step.failed(Phase::Failed, error).await?));
         }
+        Ok(provider) => provider,
     };
-    match outcome {
-        Ok(Deleted::Done) => {
+    let mut request = step.request(resource.properties.clone());
+    request.physical_id = Some(resource.physical_id.clone());
+    match step.delete(provider.as_ref(), &request).await {
+        DeleteAnswer::Deleted | DeleteAnswer::AlreadyGone => {
             step.deleted(Phase::Done, resource.physical_id.clone(), replaced)
                 .await?;
             Ok(Ok(Done::Deleted))
         }
-        Ok(Deleted::Skipped { reason }) => {
+        DeleteAnswer::Skipped(reason) => {
             let reason = masker.text(&reason);
             step.skipped(Phase::Skipped, &reason).await?;
             Ok(Ok(Done::Skipped(reason)))
         }
-        Ok(Deleted::Abandoned { reason }) => {
+        DeleteAnswer::Abandoned(reason) => {
             let reason = masker.text(&reason);
             step.retained(resource.physical_id.clone(), reason.clone(), replaced)
                 .await?;
             Ok(Ok(Done::Retained(reason)))
         }
-        Err(error) => Ok(Err(step.failed(Phase::Failed, error).await?)),
+        DeleteAnswer::Failed(e) => Ok(Err(step.failed(Phase::Failed, masker.error(&e)).await?)),
     }
 }
 

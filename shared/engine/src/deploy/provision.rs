@@ -11,14 +11,13 @@ use stackflow_core::template::Policy;
 use stackflow_events::EventStore;
 use stackflow_events::event::{ErrorInfo, Operation, ProviderKind, ResourceRecord};
 use stackflow_providers::ProviderError;
-use stackflow_providers::provider::{Created, Imported, Provider, ResourceRequest};
+use stackflow_providers::provider::ResourceRequest;
 use stackflow_providers::router::Routed;
 
 use super::Deployment;
 use crate::engine::EngineError;
 use crate::keys::Phase;
 use crate::observe::{Observation, may_observe};
-use crate::reconcile::{adopt_own, create_or_adopt_own};
 use crate::report::{Done, Handled};
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
 
@@ -315,14 +314,10 @@ impl<S: EventStore + 'static> Deployment<S> {
         call.request.previous_properties = None;
         let provider = call.routed.provider.as_ref();
         let made = if retried {
-            create_or_adopt_own(provider, &call.request).await
+            step.create_again(provider, &call.request).await
         } else {
-            match provider.create(&call.request).await {
-                Err(ProviderError::AlreadyExists(m)) => {
-                    self.adopt_if_recorded(provider, &call.request, m).await
-                }
-                other => other,
-            }
+            step.create_first(provider, &call.request, |found| self.recorded(found))
+                .await
         };
         match made {
             Ok(created) => {
@@ -347,31 +342,16 @@ impl<S: EventStore + 'static> Deployment<S> {
         }
     }
 
-    /// A create that found its name taken: the resource is this stack's own when its
-    /// records hold it (a replaced predecessor that a killed deploy did not delete yet, which
-    /// the previous template names again); it is adopted, and is no predecessor any more.
-    /// Anything else is someone else's, and refused.
-    async fn adopt_if_recorded(
-        &self,
-        provider: &dyn Provider,
-        request: &ResourceRequest,
-        taken: String,
-    ) -> Result<Created, ProviderError> {
-        let Ok(Imported::Found { physical_id, .. }) = provider.import(request).await else {
-            return Err(ProviderError::AlreadyExists(taken));
-        };
-        let ours = {
-            let state = self.recorder.state();
-            state.predecessors.contains_key(&physical_id)
-                || state
-                    .resources
-                    .values()
-                    .any(|r| r.physical_id == physical_id)
-        };
-        if !ours {
-            return Err(ProviderError::AlreadyExists(taken));
-        }
-        adopt_own(provider, request, physical_id).await
+    /// True when the stack's records hold `physical_id`: a resource of it, or a replaced
+    /// predecessor that a killed deploy did not delete yet (a create that finds it under
+    /// its name adopts it, and it is no predecessor any more).
+    fn recorded(&self, physical_id: &str) -> bool {
+        let state = self.recorder.state();
+        state.predecessors.contains_key(physical_id)
+            || state
+                .resources
+                .values()
+                .any(|r| r.physical_id == physical_id)
     }
 
     /// The baseline read for `record`, which `call` just made or changed (`None` for a
@@ -448,7 +428,10 @@ impl<S: EventStore + 'static> Deployment<S> {
         .await?;
         call.request.physical_id = physical.clone();
         call.request.previous_properties = previous.clone();
-        match call.routed.provider.update(&call.request).await {
+        match step
+            .update(call.routed.provider.as_ref(), &call.request)
+            .await
+        {
             Ok(updated) if !updated.replaced => {
                 let record = self.made(
                     &call,

@@ -129,7 +129,7 @@ async fn revert_call<S: EventStore + 'static>(
         resolution: Some(&resolved.resolution),
         secrets: &[],
     };
-    match provider.update(&request).await {
+    match step.update(provider.as_ref(), &request).await {
         Ok(updated) => {
             let needles = resolved_secrets(&resolved.resolution);
             let record = ResourceRecord {

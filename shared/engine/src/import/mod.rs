@@ -458,7 +458,7 @@ async fn locate<S: EventStore + 'static>(
         .providers
         .for_recorded(&request.resource_type, kind)
         .map_err(|why| (ImportStatus::Unsupported, why.to_string()))?;
-    match provider.import(request).await {
+    match crate::step::find(provider.as_ref(), request).await {
         Ok(Imported::Found {
             physical_id,
             attributes,
