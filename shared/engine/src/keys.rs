@@ -158,6 +158,48 @@ pub enum RunEvent {
     Destroyed,
     /// `RollbackFinished`.
     Finished,
+    /// `DriftChecked`.
+    Checked,
+    /// `ImportMarked` (an import marks a failed deploy's journal).
+    Marked,
+    /// `EventsRewritten` (a scrub).
+    Rewritten,
+}
+
+/// A run-level event about one item (a resource, a repair, an invocation's tally).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemEvent {
+    /// `BaselineRecorded`: a baseline a deploy filled in at its end.
+    Filled,
+    /// `BaselineRecorded`: a baseline a refresh confirmed.
+    Confirmed,
+    /// `BaselineAccepted` (drift `--accept`).
+    Accepted,
+    /// `BaselineRefreshed`.
+    Refreshed,
+    /// `ResourceImported`.
+    Imported,
+    /// `ResourceRetained` of an orphaned resource.
+    Orphaned,
+    /// `Scrubbed` (the item is the repair's number).
+    Scrubbed,
+    /// `Throttled` (the item is a new id: each invocation records its own).
+    Throttled,
+}
+
+/// The key of run `run`'s event `what` about `item`: `<run>/<what>/<item>`.
+pub fn item_key(run: &str, what: ItemEvent, item: &str) -> String {
+    let what = match what {
+        ItemEvent::Filled => "filled",
+        ItemEvent::Confirmed => "confirmed",
+        ItemEvent::Accepted => "accepted",
+        ItemEvent::Refreshed => "refreshed",
+        ItemEvent::Imported => "imported",
+        ItemEvent::Orphaned => "orphaned",
+        ItemEvent::Scrubbed => "scrubbed",
+        ItemEvent::Throttled => "throttled",
+    };
+    format!("{run}/{what}/{item}")
 }
 
 /// The key of run `run`'s event `what`.
@@ -170,6 +212,9 @@ pub fn run_key(run: &str, what: RunEvent) -> String {
         RunEvent::Released => "released",
         RunEvent::Destroyed => "destroyed",
         RunEvent::Finished => "finished",
+        RunEvent::Checked => "checked",
+        RunEvent::Marked => "marked",
+        RunEvent::Rewritten => "rewritten",
     };
     format!("{run}/{what}")
 }

@@ -157,7 +157,11 @@ pub(crate) async fn confirm_masks<S: EventStore + 'static>(
             baseline: Baseline::Recorded { observed },
         };
         if recorder
-            .append(format!("{run}/confirmed/{id}"), event, &pre)
+            .append(
+                crate::keys::item_key(&run, crate::keys::ItemEvent::Confirmed, &id),
+                event,
+                &pre,
+            )
             .await
             .is_ok()
         {

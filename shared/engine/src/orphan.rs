@@ -107,7 +107,7 @@ async fn retain_all<S: EventStore>(
     for o in orphaned {
         recorder
             .append(
-                format!("{id}/orphaned/{}", o.logical_id),
+                crate::keys::item_key(id, crate::keys::ItemEvent::Orphaned, &o.logical_id),
                 Event::ResourceRetained {
                     deploy_id: id.to_string(),
                     logical_id: o.logical_id.clone(),

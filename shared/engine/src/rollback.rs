@@ -437,15 +437,7 @@ impl<S: EventStore + 'static> OwnedRollback<S> {
             }
             None => RollbackReport::default(),
         };
-        self.recorder
-            .append(
-                run_key(&self.rollback_id, RunEvent::Released),
-                Event::LockReleased {
-                    deploy_id: self.rollback_id.clone(),
-                },
-                &Precondition::ReleaseLock(self.rollback_id.clone()),
-            )
-            .await?;
+        crate::run::release(&self.recorder, &self.rollback_id).await?;
         Ok(report)
     }
 

@@ -269,7 +269,7 @@ pub async fn scrub<S: EventStore>(
         expires: None,
     };
     let lock = NewEvent::new(
-        format!("{id}/lock"),
+        crate::keys::run_key(&id, crate::keys::RunEvent::Locked),
         Event::LockTaken {
             holder: holder.clone(),
         },
@@ -279,7 +279,7 @@ pub async fn scrub<S: EventStore>(
         .await?;
     let repaired = repair(store, stream, secrets, options, &id, &mut report).await;
     let unlock = NewEvent::new(
-        format!("{id}/unlock"),
+        crate::keys::run_key(&id, crate::keys::RunEvent::Released),
         Event::LockReleased {
             deploy_id: id.clone(),
         },
@@ -311,7 +311,10 @@ async fn repair<S: EventStore>(
         if let Event::Scrubbed { replaced, .. } = &event {
             report.replaced += replaced.len();
         }
-        let new = NewEvent::new(format!("{id}/scrubbed/{i}"), event);
+        let new = NewEvent::new(
+            crate::keys::item_key(id, crate::keys::ItemEvent::Scrubbed, &i.to_string()),
+            event,
+        );
         report
             .scrubbed
             .push(store.append(stream, &new, &holds).await?.seq());
@@ -349,7 +352,7 @@ async fn rewrite<S: EventStore>(
     }
     let seqs: Vec<u64> = changed.iter().map(|(seq, _)| *seq).collect();
     let record = NewEvent::new(
-        format!("{id}/rewritten"),
+        crate::keys::run_key(id, crate::keys::RunEvent::Rewritten),
         Event::EventsRewritten {
             by: who.to_string(),
             reason: REWRITE_REASON.to_string(),

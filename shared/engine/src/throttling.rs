@@ -72,7 +72,11 @@ impl Throttles {
             services,
         };
         // Its own key each time: a resumed run records what its own invocation saw.
-        let key = format!("{run}/throttled/{}", crate::keys::new_id("t"));
+        let key = crate::keys::item_key(
+            run,
+            crate::keys::ItemEvent::Throttled,
+            &crate::keys::new_id("t"),
+        );
         recorder.append(key, event, pre).await?;
         Ok(())
     }

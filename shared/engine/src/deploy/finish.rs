@@ -149,7 +149,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             .into_iter()
             .map(|(id, observed)| {
                 (
-                    format!("{}/filled/{id}", self.deploy_id),
+                    crate::keys::item_key(&self.deploy_id, crate::keys::ItemEvent::Filled, &id),
                     Event::BaselineRecorded {
                         logical_id: id,
                         baseline: stackflow_events::event::Baseline::Recorded { observed },
@@ -161,16 +161,7 @@ impl<S: EventStore + 'static> Deployment<S> {
     }
 
     async fn release(&self) -> Result<(), EngineError> {
-        self.recorder
-            .append(
-                run_key(&self.deploy_id, RunEvent::Released),
-                Event::LockReleased {
-                    deploy_id: self.deploy_id.clone(),
-                },
-                &Precondition::ReleaseLock(self.deploy_id.clone()),
-            )
-            .await?;
-        Ok(())
+        crate::run::release(&self.recorder, &self.deploy_id).await
     }
 
     /// **Fail** handler: records the failure; then the journal is undone (unless

@@ -267,7 +267,7 @@ pub async fn drift_stack_with<S: EventStore + 'static>(
         .collect();
     recorder
         .append(
-            format!("{check_id}/checked"),
+            crate::keys::run_key(&check_id, crate::keys::RunEvent::Checked),
             Event::DriftChecked {
                 check_id: check_id.clone(),
                 results,
@@ -588,7 +588,11 @@ async fn accept_one<S: EventStore + 'static>(
         Ok(accepted) => {
             run.rec
                 .append(
-                    format!("{}/accepted/{}", run.check_id, drift.logical_id),
+                    crate::keys::item_key(
+                        run.check_id,
+                        crate::keys::ItemEvent::Accepted,
+                        &drift.logical_id,
+                    ),
                     Event::BaselineAccepted {
                         logical_id: drift.logical_id.clone(),
                         observed: accepted.baseline,
@@ -634,7 +638,7 @@ pub async fn refresh_observed<S: EventStore + 'static>(
         };
         let appended = recorder
             .append(
-                format!("{id}/refreshed/{logical_id}"),
+                crate::keys::item_key(&id, crate::keys::ItemEvent::Refreshed, logical_id),
                 Event::BaselineRefreshed {
                     logical_id: logical_id.clone(),
                     baseline,

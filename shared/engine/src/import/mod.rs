@@ -664,7 +664,7 @@ async fn record<S: EventStore + 'static>(
         }
         d.recorder
             .append(
-                format!("{}/imported/{id}", d.deploy_id),
+                crate::keys::item_key(&d.deploy_id, crate::keys::ItemEvent::Imported, &id),
                 Event::ResourceImported {
                     import_id: d.deploy_id.clone(),
                     resource: f.record,
@@ -718,7 +718,7 @@ async fn mark_journal<S: EventStore + 'static>(
     }
     d.recorder
         .append(
-            format!("{}/marked", d.deploy_id),
+            crate::keys::run_key(&d.deploy_id, crate::keys::RunEvent::Marked),
             Event::ImportMarked {
                 import_id: d.deploy_id.clone(),
                 deploy_id: deploy_id.clone(),

@@ -170,15 +170,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 .await
                 .map_err(EngineError::from)?;
         }
-        rec.append(
-            run_key(&run_id, RunEvent::Released),
-            Event::LockReleased {
-                deploy_id: run_id.clone(),
-            },
-            &Precondition::ReleaseLock(run_id.clone()),
-        )
-        .await
-        .map_err(EngineError::from)?;
+        crate::run::release(&rec, &run_id).await?;
         if req.run.is_none() {
             self.forget_secrets(&req.stack, &run_id).await?;
         }
