@@ -4,7 +4,8 @@
 //! with no PATH synthesizes it and deploys both stacks, the consumer after the producer
 //! whose export it imports; each resource is read back through the AWS APIs; a second
 //! deploy changes nothing; `destroy` removes both. And stacks pinned to environments:
-//! deployed in their region, refused for another account.
+//! deployed in their region; in another account through the role the manifest names,
+//! refused there without one.
 
 use std::path::{Path, PathBuf};
 
@@ -245,5 +246,119 @@ async fn stacks_go_to_the_region_they_are_pinned_to_and_never_to_another_account
         !exists(&sqs_away, "away").await,
         "destroyed where it was made"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An account of the emulator's other than the caller's, with an admin user in it: its
+/// configuration (fakecloud's `/_fakecloud/iam/create-admin`, which makes the account).
+async fn other_account(emu: &Emulator, account: &str, user: &str) -> aws_types::SdkConfig {
+    let body = serde_json::json!({"accountId": account, "userName": user}).to_string();
+    let (status, answer) = stackflow_tests::triggers::raw_call(
+        emu.endpoint(),
+        "POST",
+        "/_fakecloud/iam/create-admin",
+        "iam",
+        None,
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200, "create-admin: {answer}");
+    let admin: serde_json::Value = serde_json::from_str(&answer).expect("an admin's keys");
+    let key = |k: &str| admin[k].as_str().expect("a key").to_string();
+    let credentials = aws_credential_types::Credentials::new(
+        key("accessKeyId"),
+        key("secretAccessKey"),
+        None,
+        None,
+        "other-account",
+    );
+    emu.sdk_config()
+        .await
+        .to_builder()
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+        )
+        .build()
+}
+
+/// Issue 27: a stack CDK pins to another account is deployed there through the role its
+/// manifest names (`assumeRoleArn`, with `${AWS::Partition}` as CDK writes it), never in
+/// the caller's: its queue is found with the other account's credentials and not with the
+/// caller's, `AWS::AccountId` is the other account; `destroy` and `drift` without the
+/// role are refused (its records name the account), and `destroy --role-arn` removes it
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_pinned_to_another_account_is_deployed_there_through_its_role() {
+    let emu = Emulator::shared().await;
+    let tag = unique_name("acct").to_lowercase().replace('_', "-");
+    let dir = std::env::temp_dir().join(&tag);
+    let out = dir.join("cdk.out");
+    std::fs::create_dir_all(&out).unwrap();
+    let (caller, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
+    let there = other_account(emu, other, &tag).await;
+    let role = format!("{tag}-deploy");
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{caller}:root")}, "Action": "sts:AssumeRole"}]});
+    aws_sdk_iam::Client::new(&there)
+        .create_role()
+        .role_name(&role)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .expect("CreateRole in the other account");
+    let manifest = serde_json::json!({"version": "36.0.0", "artifacts": {"Other": {
+        "type": "aws:cloudformation:stack",
+        "environment": format!("aws://{other}/us-east-1"),
+        "properties": {"templateFile": "other.template.json", "stackName": format!("{tag}-other"),
+            "assumeRoleArn": format!("arn:${{AWS::Partition}}:iam::{other}:role/{role}")}}}});
+    std::fs::write(out.join("manifest.json"), manifest.to_string()).unwrap();
+    let template = serde_json::json!({"Resources": {"Queue": {"Type": "AWS::SQS::Queue",
+        "Properties": {"QueueName": format!("{tag}-queue")}}},
+        "Outputs": {"Account": {"Value": {"Ref": "AWS::AccountId"}}}});
+    std::fs::write(out.join("other.template.json"), template.to_string()).unwrap();
+    let cli = Cli::local(&dir, emu.endpoint().to_string());
+    let exists = |config: &aws_types::SdkConfig| {
+        let (client, name) = (aws_sdk_sqs::Client::new(config), format!("{tag}-queue"));
+        async move { client.get_queue_url().queue_name(name).send().await.is_ok() }
+    };
+    let here = emu.sdk_config().await;
+
+    let deploy = cli.run(&["deploy", "cdk.out", "--outputs-file", "outputs.json"]);
+    assert_eq!(deploy.code, Some(0), "{}", deploy.describe());
+    assert!(
+        deploy
+            .stderr
+            .contains(&format!("account {other} in us-east-1")),
+        "{}",
+        deploy.describe()
+    );
+    assert!(exists(&there).await, "the queue is in the other account");
+    assert!(!exists(&here).await, "and not in the caller's");
+    let outputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+    assert_eq!(outputs[format!("{tag}-other")]["Account"], other);
+
+    // Without the role, a command on the stack would act in the caller's account (where a
+    // delete finds nothing, and the record would forget a queue that exists): refused.
+    let arn = format!("arn:aws:iam::{other}:role/{role}");
+    let stack = format!("{tag}-other");
+    for args in [
+        vec!["destroy", "--stack", &stack, "--force"],
+        vec!["drift", "--stack", &stack],
+    ] {
+        let refused = cli.run(&args);
+        assert_eq!(refused.code, Some(1), "{}", refused.describe());
+        assert!(
+            refused.stderr.contains(&format!(
+                "was deployed in account {other} (its records say arn:aws:cloudformation:us-east-1:{other}:stack/"
+            )) && refused.stderr.contains("--role-arn"),
+            "{}",
+            refused.describe()
+        );
+    }
+    assert!(exists(&there).await, "nothing was done without the role");
+    let destroy = cli.run(&["--role-arn", &arn, "destroy", "--stack", &stack]);
+    assert_eq!(destroy.code, Some(0), "{}", destroy.describe());
+    assert!(!exists(&there).await, "destroyed where it was made");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -90,6 +90,12 @@ pub struct GlobalArgs {
         value_parser = clap::builder::FalseyValueParser::new()
     )]
     pub yes: bool,
+
+    /// A role to take for this command's AWS calls (STS AssumeRole). A stack the cloud
+    /// assembly pins to another account is deployed through the role its manifest names
+    /// (`assumeRoleArn`, CDK's deploy role) instead
+    #[arg(long, global = true, value_name = "ARN")]
+    pub role_arn: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

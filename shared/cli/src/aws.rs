@@ -9,7 +9,7 @@ use aws_types::SdkConfig;
 use crate::args::GlobalArgs;
 
 /// Loads the AWS configuration the way every AWS tool does, then applies `--profile`,
-/// `--region` and `--endpoint-url`.
+/// `--region`, `--endpoint-url` and `--role-arn`.
 pub async fn load(global: &GlobalArgs) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
     if let Some(profile) = &global.profile {
@@ -21,7 +21,7 @@ pub async fn load(global: &GlobalArgs) -> SdkConfig {
     if let Some(url) = &global.endpoint_url {
         loader = loader.endpoint_url(url);
     }
-    loader
+    let config = loader
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(3))
@@ -29,7 +29,27 @@ pub async fn load(global: &GlobalArgs) -> SdkConfig {
                 .build(),
         )
         .load()
-        .await
+        .await;
+    match &global.role_arn {
+        Some(role) => assume(&config, role).await,
+        None => config,
+    }
+}
+
+/// `config` acting as `role`: its credentials come from STS AssumeRole with `config`'s,
+/// taken again before they expire (a deploy may outlast one session).
+pub async fn assume(config: &SdkConfig, role: &str) -> SdkConfig {
+    let provider = aws_config::sts::AssumeRoleProvider::builder(role)
+        .session_name("stackflow")
+        .configure(config)
+        .build()
+        .await;
+    config
+        .to_builder()
+        .credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(
+            provider,
+        ))
+        .build()
 }
 
 /// The region of a loaded configuration, or an error that says how to set one.

@@ -62,17 +62,22 @@ impl Setup {
         self.check_pinned(stacks, false)
     }
 
-    /// [`Self::check_environments`], for a command that deploys each stack in the region
-    /// it is pinned to (`any_region`): only another account is refused.
-    pub fn check_pinned(&self, stacks: &[StackTemplate], any_region: bool) -> anyhow::Result<()> {
+    /// [`Self::check_environments`], for a command that deploys each stack where it is
+    /// pinned (`anywhere`: its region, and another account through the role its manifest
+    /// names): only another account without a role is refused.
+    pub fn check_pinned(&self, stacks: &[StackTemplate], anywhere: bool) -> anyhow::Result<()> {
         let elsewhere: Vec<String> = stacks
             .iter()
             .filter_map(|s| {
-                let region = match (&s.environment.region, any_region) {
+                let region = match (&s.environment.region, anywhere) {
                     (Some(pinned), true) => pinned.as_str(),
                     _ => self.region.as_str(),
                 };
-                let why = s.environment.mismatch(region, self.account_id.as_deref())?;
+                let account = match (&s.environment.account, &s.environment.role, anywhere) {
+                    (Some(pinned), Some(_), true) => Some(pinned.as_str()),
+                    _ => self.account_id.as_deref(),
+                };
+                let why = s.environment.mismatch(region, account)?;
                 Some(format!("  {}: {} ({why})", s.name, s.environment))
             })
             .collect();
@@ -85,29 +90,73 @@ impl Setup {
         };
         anyhow::bail!(
             "the cloud assembly pins these stacks to another environment (manifest.json \
-             `environment`), and this command runs in {here}:\n{}\nstackflow does not switch \
-             a stack's account yet{}: run it with credentials of the stack's account (and \
-             --region), or leave it out with --stack",
+             `environment`), and this command runs in {here}:\n{}\n{}: run it with \
+             credentials of the stack's account (or --role-arn ARN, a role there), or leave \
+             it out with --stack",
             elsewhere.join("\n"),
-            if any_region {
-                ""
+            if anywhere {
+                "their manifest names no role to deploy them with there (`assumeRoleArn`)"
             } else {
-                " (`deploy` switches regions; this command does not)"
+                "`deploy` switches regions and accounts (through the manifest's role); \
+                 this command does not"
             }
         )
     }
 
-    /// This setup in another region: the same store, digest key and progress, the
-    /// providers and lookups of `region`.
-    pub async fn in_region(&self, global: &GlobalArgs, region: &str) -> anyhow::Result<Setup> {
-        if region == self.region {
+    /// Refuses to act on `stack` when its records say it was deployed in another account
+    /// than this command's (its recorded stack id names the account): every call would go
+    /// to the wrong account, where a delete answered "not there" would forget a resource
+    /// that still exists. Nothing is refused when either account is not known.
+    pub async fn check_recorded_account(&self, stack: &str) -> anyhow::Result<()> {
+        let Some(mine) = self.account_id.as_deref() else {
+            return Ok(());
+        };
+        let stream = self.engine.stream(stack);
+        let state = stackflow_events::load_state(self.engine.store.as_ref(), &stream).await?;
+        let Some(id) = state.stack_id.as_deref() else {
+            return Ok(());
+        };
+        match id.split(':').nth(4).filter(|theirs| !theirs.is_empty()) {
+            Some(theirs) if theirs != mine => anyhow::bail!(
+                "stack {stack} was deployed in account {theirs} (its records say {id}), and \
+                 this command runs in account {mine}: nothing was done; run it with \
+                 --role-arn ARN (a role in account {theirs}) or that account's credentials"
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// This setup in another place: the same store, digest key and progress, the
+    /// providers and lookups of `region`, and of another account when `role` names one
+    /// (`(account, role ARN)`: the calls there are made as the role, which must be in that
+    /// account).
+    pub async fn in_place(
+        &self,
+        global: &GlobalArgs,
+        region: &str,
+        role: Option<(&str, &str)>,
+    ) -> anyhow::Result<Setup> {
+        if region == self.region && role.is_none() {
             return Ok(self.clone());
         }
         let mut there = global.clone();
         there.regions = vec![region.to_string()];
-        let config = aws::load(&there).await;
+        let mut config = aws::load(&there).await;
+        let mut account_id = self.account_id.clone();
+        if let Some((account, arn)) = role {
+            config = aws::assume(&config, arn).await;
+            let took = aws::account_id(&config)
+                .await
+                .map_err(|why| anyhow::anyhow!("cannot take the role {arn}: {why}"))?;
+            anyhow::ensure!(
+                took == account,
+                "the role {arn} is in account {took}, not {account}, where the cloud \
+                 assembly pins the stack"
+            );
+            account_id = Some(took);
+        }
         let engine = &self.engine;
-        let providers = providers(&there, &config, region, self.account_id.as_deref());
+        let providers = providers(&there, &config, region, account_id.as_deref());
         Ok(Setup {
             engine: Arc::new(Engine {
                 store: engine.store.clone(),
@@ -122,7 +171,7 @@ impl Setup {
                 lease: engine.lease,
             }),
             region: region.to_string(),
-            account_id: self.account_id.clone(),
+            account_id,
             config,
         })
     }

@@ -84,7 +84,8 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
         if places.elsewhere() {
             anyhow::bail!(
                 "--remote runs every stack in the engine's region ({}), and the cloud assembly \
-                 pins some to another: deploy those without --remote, or with --region",
+                 pins some to another region or account: deploy those without --remote, or with --region \
+                 (and --role-arn)",
                 places.home().region
             );
         }
@@ -118,6 +119,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
     let run = |(stack, parameters): (StackTemplate, _)| async move {
         // Before the stack's first resource starts (and before a remote run starts).
         let setup = places.setup(&stack);
+        setup.check_recorded_account(&stack.name).await?;
         places.assets(&stack).publish(&stack.name).await?;
         let mut input = setup.input(stack, parameters);
         let mut options = options.clone();
@@ -225,6 +227,7 @@ async fn write_outputs(
 
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
+    setup.check_recorded_account(&args.stack).await?;
     let stream = setup.engine.stream(&args.stack);
     let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
     // A stack with nothing recorded has nothing to delete: the destroy says so.
@@ -266,6 +269,7 @@ pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<E
 
 pub async fn rollback(global: &GlobalArgs, args: RollbackArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
+    setup.check_recorded_account(&args.stack).await?;
     if args.remote.remote {
         let mut remote = super::remote::Remote::new(global, &args.remote, &setup).await?;
         remote.json = args.json;

@@ -32,6 +32,15 @@ pub async fn run(global: &GlobalArgs, args: DriftArgs) -> anyhow::Result<ExitCod
     let mut reports = Vec::new();
     let mut code = 0;
     for stack in &stacks {
+        if let Err(e) = setup.check_recorded_account(stack).await {
+            // Another account's stack is not checked here; under --all, the others are.
+            if !args.all {
+                return Err(e);
+            }
+            eprintln!("error: {e}");
+            code = code.max(1);
+            continue;
+        }
         let engine = setup.engine.clone();
         if mode == DriftMode::Revert && !args.dry_run && !global.yes {
             confirm_revert(&setup, stack, &args, how).await?;
@@ -97,6 +106,7 @@ async fn every_stack(setup: &crate::setup::Setup, store: &str) -> anyhow::Result
 
 pub async fn refresh(global: &GlobalArgs, args: StackArg) -> anyhow::Result<ExitCode> {
     let setup = setup(global, false, global.verbose).await?;
+    setup.check_recorded_account(&args.stack).await?;
     let done = refresh_observed(setup.engine.clone(), &args.stack).await?;
     println!("Baselines of stack {}:", args.stack);
     for (id, what) in &done {

@@ -37,6 +37,7 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
     let overrides = overrides(&args)?;
     let setup = setup(global, true, global.verbose).await?;
     setup.check_environments(std::slice::from_ref(&stack))?;
+    setup.check_recorded_account(&stack.name).await?;
     let moved = asset_references_to_move(global, &setup, &args, &stack).await?;
     let input = setup.input(stack, bound);
     // A migration's template over UpdateStack's inline limit goes by S3: the store

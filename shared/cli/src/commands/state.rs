@@ -223,6 +223,7 @@ pub async fn unlock(global: &GlobalArgs, stack: &str) -> anyhow::Result<ExitCode
 pub async fn orphan(global: &GlobalArgs, args: StateOrphanArgs) -> anyhow::Result<ExitCode> {
     let ctx = Context::open(global).await?;
     let setup = setup_with(global, false, global.verbose, Some(ctx.store), None, false).await?;
+    setup.check_recorded_account(&args.stack).await?;
     let report = stackflow_engine::orphan::orphan(
         setup.engine.clone(),
         &args.stack,

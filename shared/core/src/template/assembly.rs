@@ -215,7 +215,8 @@ fn stack_artifact(
         .get("environment")
         .and_then(Value::as_str)
         .and_then(Environment::parse)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .with_role(props.get("assumeRoleArn").and_then(Value::as_str));
     Ok(StackTemplate {
         name,
         display_name,

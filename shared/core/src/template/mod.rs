@@ -53,6 +53,10 @@ pub struct StackTemplate {
 pub struct Environment {
     pub account: Option<String>,
     pub region: Option<String>,
+    /// The role a deploy of the stack takes (the stack artifact's `assumeRoleArn`, its
+    /// `${AWS::Partition}`, `${AWS::AccountId}` and `${AWS::Region}` filled in from this
+    /// environment), when the manifest names one.
+    pub role: Option<String>,
 }
 
 impl Environment {
@@ -63,7 +67,28 @@ impl Environment {
         Some(Environment {
             account: known(account, "unknown-account"),
             region: known(region, "unknown-region"),
+            role: None,
         })
+    }
+
+    /// This environment with the role `arn` (a manifest's `assumeRoleArn`), its
+    /// placeholders filled in; kept only when none is left unfilled (an
+    /// environment-agnostic stack's role names no account: it is not taken).
+    pub fn with_role(mut self, arn: Option<&str>) -> Environment {
+        let filled = arn.map(|arn| {
+            let mut arn = arn.to_string();
+            if let Some(region) = &self.region {
+                arn = arn
+                    .replace("${AWS::Region}", region)
+                    .replace("${AWS::Partition}", crate::partition::partition(region));
+            }
+            if let Some(account) = &self.account {
+                arn = arn.replace("${AWS::AccountId}", account);
+            }
+            arn
+        });
+        self.role = filled.filter(|arn| !arn.contains("${"));
+        self
     }
 
     /// What differs between this environment and the `region` and `account` a command
@@ -200,6 +225,27 @@ pub fn load_path(path: &FsPath) -> Result<Vec<StackTemplate>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stacks_role_is_filled_in_from_its_environment() {
+        let cdk = "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-hnb659fds-deploy-role-${AWS::AccountId}-${AWS::Region}";
+        let pinned = Environment::parse("aws://111111111111/cn-north-1")
+            .unwrap()
+            .with_role(Some(cdk));
+        assert_eq!(
+            pinned.role.as_deref(),
+            Some(
+                "arn:aws-cn:iam::111111111111:role/cdk-hnb659fds-deploy-role-111111111111-cn-north-1"
+            )
+        );
+        // An environment-agnostic stack's role names no account: it is not taken.
+        let agnostic = Environment::default().with_role(Some(cdk));
+        assert_eq!(agnostic.role, None);
+        let none = Environment::parse("aws://111111111111/eu-west-1")
+            .unwrap()
+            .with_role(None);
+        assert_eq!(none.role, None);
+    }
 
     #[test]
     fn environments_read_as_cdk_writes_them() {
