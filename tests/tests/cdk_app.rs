@@ -138,7 +138,8 @@ async fn a_cdk_app_is_synthesized_and_deployed_from_its_folder() {
 /// A cloud assembly whose stacks CDK pinned to environments (manifest `environment`): a
 /// stack pinned to another account is refused before anything is made, naming it and
 /// what differs; a stack pinned to another region is deployed there (read back in that
-/// region, absent from the command's), recorded under that region, and destroyed there.
+/// region, absent from the command's), recorded under that region, planned there by
+/// `diff` (no changes after the deploy), and destroyed there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stacks_go_to_the_region_they_are_pinned_to_and_never_to_another_account() {
     let emu = Emulator::shared().await;
@@ -236,6 +237,12 @@ async fn stacks_go_to_the_region_they_are_pinned_to_and_never_to_another_account
         outputs[&away]["Region"], "eu-west-1",
         "AWS::Region is the stack's"
     );
+
+    // diff plans each stack where it went: nothing to change in either region.
+    let diff = cli.run(&[
+        "diff", "cdk.out", "--stack", &here, "--stack", &away, "--fail",
+    ]);
+    assert_eq!(diff.code, Some(0), "{}", diff.describe());
 
     let shown = cli.run(&["--region", "eu-west-1", "state", "show", "--stack", &away]);
     assert_eq!(shown.code, Some(0), "{}", shown.describe());
@@ -337,6 +344,9 @@ async fn a_stack_pinned_to_another_account_is_deployed_there_through_its_role() 
     let outputs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
     assert_eq!(outputs[format!("{tag}-other")]["Account"], other);
+    // diff plans the stack in its account, through its role: nothing to change.
+    let diff = cli.run(&["diff", "cdk.out", "--fail"]);
+    assert_eq!(diff.code, Some(0), "{}", diff.describe());
 
     // Without the role, a command on the stack would act in the caller's account (where a
     // delete finds nothing, and the record would forget a queue that exists): refused.

@@ -126,16 +126,23 @@ impl Setup {
         }
     }
 
-    /// This setup in another place: the same store, digest key and progress, the
-    /// providers and lookups of `region`, and of another account when `role` names one
-    /// (`(account, role ARN)`: the calls there are made as the role, which must be in that
-    /// account).
-    pub async fn in_place(
+    /// This setup where `stack` goes ([`Place::of`]); a stack pinned to another account
+    /// with no role is refused.
+    pub async fn for_stack(
         &self,
         global: &GlobalArgs,
-        region: &str,
-        role: Option<(&str, &str)>,
+        stack: &StackTemplate,
     ) -> anyhow::Result<Setup> {
+        self.check_pinned(std::slice::from_ref(stack), true)?;
+        let place = Place::of(stack, &self.region, self.account_id.as_deref());
+        self.in_place(global, &place).await
+    }
+
+    /// This setup in another place: the same store, digest key and progress, the
+    /// providers and lookups of its region, and of another account when it names one
+    /// (the calls there are made as its role, which must be in that account).
+    pub async fn in_place(&self, global: &GlobalArgs, place: &Place) -> anyhow::Result<Setup> {
+        let (region, role) = (place.region.as_str(), place.account.as_ref());
         if region == self.region && role.is_none() {
             return Ok(self.clone());
         }
@@ -149,7 +156,7 @@ impl Setup {
                 .await
                 .map_err(|why| anyhow::anyhow!("cannot take the role {arn}: {why}"))?;
             anyhow::ensure!(
-                took == account,
+                took == *account,
                 "the role {arn} is in account {took}, not {account}, where the cloud \
                  assembly pins the stack"
             );
@@ -444,5 +451,52 @@ async fn account_store(
              {}): pass --store",
             crate::aws::brief_error(&e)
         ),
+    }
+}
+
+/// Where a stack goes: a region, and another account with the role to take there
+/// (`None`: the caller's).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    region: String,
+    account: Option<(String, String)>,
+}
+
+impl Place {
+    /// The command's own place: `region`, the caller's account.
+    pub fn home(region: &str) -> Place {
+        Place {
+            region: region.to_string(),
+            account: None,
+        }
+    }
+
+    /// Where `stack` goes: the region it is pinned to (else `home`), and the account with
+    /// its role when the cloud assembly pins it to another than the `caller`'s.
+    pub fn of(stack: &StackTemplate, home: &str, caller: Option<&str>) -> Place {
+        let env = &stack.environment;
+        let account = match (&env.account, &env.role) {
+            (Some(account), Some(role)) if caller != Some(account.as_str()) => {
+                Some((account.clone(), role.clone()))
+            }
+            _ => None,
+        };
+        Place {
+            region: env.region.clone().unwrap_or_else(|| home.to_string()),
+            account,
+        }
+    }
+
+    /// The region.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The place as a user names it: `eu-west-1`, or `account 222222222222 in eu-west-1`.
+    pub fn shown(&self) -> String {
+        match &self.account {
+            Some((account, _)) => format!("account {account} in {}", self.region),
+            None => self.region.clone(),
+        }
     }
 }

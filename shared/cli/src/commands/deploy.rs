@@ -78,6 +78,7 @@ pub async fn deploy(global: &GlobalArgs, args: DeployArgs) -> anyhow::Result<Exi
         use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path),
     )
     .await?;
+    places.check_assets()?;
     // Again after the rewrite, before anything is published or made.
     check_stacks_placeholders(&stacks)?;
     let remote = if args.remote.remote {

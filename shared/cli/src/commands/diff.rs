@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use stackflow_core::plan::Plan;
 use stackflow_core::template::{check_stacks_placeholders, load_path};
 
+use super::places::Places;
 use crate::args::{DiffArgs, GlobalArgs};
-use crate::assets::{Assets, use_cdk_bootstrap_assets};
+use crate::assets::use_cdk_bootstrap_assets;
 use crate::render;
 use crate::select::{bind_all, select_with};
 use crate::store::{Store, StoreSpec, local_file};
@@ -38,27 +39,25 @@ pub async fn run(global: &GlobalArgs, args: DiffArgs) -> anyhow::Result<ExitCode
         false,
     )
     .await?;
-    setup.check_environments(&stacks)?;
-    // Where the assets would be published: in a region that keeps them in stackflow's
-    // bucket, the references point there (and show as changes until a deploy repoints
-    // the resources). Without the account (offline) the destinations cannot be named:
-    // the references show as the template has them, as the note above says.
-    if setup.account_id.is_some() {
-        Assets::prepare(
-            &setup.config,
-            &setup.region,
-            setup.account_id.as_deref(),
-            &stacks,
-            use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path),
-        )
-        .await?
-        .rewrite(&mut stacks);
-    }
+    // Each stack is planned where a deploy puts it (its region, its account through its
+    // role), with its assets where they would be published: in a region that keeps them
+    // in stackflow's bucket, the references point there (and show as changes until a
+    // deploy repoints the resources). Without the account (offline) neither can be
+    // named: a stack pinned elsewhere is refused, and the references show as the
+    // template has them, as the note above says.
+    let places = if setup.account_id.is_some() {
+        let cdk_assets = use_cdk_bootstrap_assets(args.use_cdk_bootstrap_assets, &path);
+        Some(Places::prepare(global, setup.clone(), &mut stacks, cdk_assets).await?)
+    } else {
+        setup.check_environments(&stacks)?;
+        None
+    };
     let mut plans: Vec<Plan> = Vec::new();
     // What would stop each stack's deploy before it changes anything.
     let mut problems: Vec<(String, Vec<String>)> = Vec::new();
     let mut saved = Vec::new();
     for (stack, parameters) in stacks.iter().zip(bound) {
+        let setup = places.as_ref().map_or(&setup, |p| p.setup(stack));
         let mut input = setup.input(stack.clone(), parameters);
         if args.out.is_some() {
             // A new stack's id is made now, so that the saved plan is what the deploy

@@ -36,7 +36,7 @@ pub async fn run(global: &GlobalArgs, args: ImportArgs) -> anyhow::Result<ExitCo
     };
     let overrides = overrides(&args)?;
     let setup = setup(global, true, global.verbose).await?;
-    setup.check_environments(std::slice::from_ref(&stack))?;
+    let setup = setup.for_stack(global, &stack).await?;
     setup.check_recorded_account(&stack.name).await?;
     let moved = asset_references_to_move(global, &setup, &args, &stack).await?;
     let input = setup.input(stack, bound);

@@ -10,15 +10,7 @@ use stackflow_core::template::StackTemplate;
 
 use crate::args::GlobalArgs;
 use crate::assets::Assets;
-use crate::setup::Setup;
-
-/// Where a stack goes: a region, and another account with the role to take there
-/// (`None`: the caller's).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Place {
-    region: String,
-    account: Option<(String, String)>,
-}
+use crate::setup::{Place, Setup};
 
 /// The places of a deploy, each with its setup and its stacks' assets.
 pub struct Places {
@@ -33,8 +25,9 @@ pub struct Places {
 }
 
 impl Places {
-    /// Sets up every region the stacks go to and prepares (checks, and points the
-    /// templates at) each region's assets. `setup` is the command's own region's.
+    /// Sets up every place the stacks go to and prepares each place's assets (points the
+    /// templates at them; [`Places::check_assets`] checks what a publish needs). `setup`
+    /// is the command's own place's.
     pub async fn prepare(
         global: &GlobalArgs,
         setup: Setup,
@@ -43,10 +36,7 @@ impl Places {
     ) -> anyhow::Result<Places> {
         setup.check_pinned(stacks, true)?;
         let mut places = Places {
-            home: Place {
-                region: setup.region.clone(),
-                account: None,
-            },
+            home: Place::home(&setup.region),
             caller: setup.account_id.clone(),
             setups: BTreeMap::new(),
             assets: BTreeMap::new(),
@@ -58,11 +48,7 @@ impl Places {
             std::mem::take(stacks).into_iter().enumerate().collect();
         let mut placed = Vec::with_capacity(numbered.len());
         for place in wanted {
-            let role = place
-                .account
-                .as_ref()
-                .map(|(a, r)| (a.as_str(), r.as_str()));
-            let there = setup.in_place(global, &place.region, role).await?;
+            let there = setup.in_place(global, &place).await?;
             if place != places.home {
                 eprintln!(
                     "note: stacks the cloud assembly pins to {} are deployed there (this \
@@ -78,13 +64,12 @@ impl Places {
             let (indexes, mut group): (Vec<usize>, Vec<StackTemplate>) = mine.into_iter().unzip();
             let assets = Assets::prepare(
                 &there.config,
-                &place.region,
+                place.region(),
                 there.account_id.as_deref(),
                 &group,
                 use_cdk_bootstrap_assets,
             )
             .await?;
-            assets.check()?;
             assets.rewrite(&mut group);
             for stack in &group {
                 places.places.insert(stack.name.clone(), place.clone());
@@ -101,17 +86,12 @@ impl Places {
     /// Where `stack` goes: the region it is pinned to (else the command's), and the
     /// account with its role when the cloud assembly pins it to another than the caller's.
     fn of(&self, stack: &StackTemplate) -> Place {
-        let env = &stack.environment;
-        let account = match (&env.account, &env.role) {
-            (Some(account), Some(role)) if self.caller.as_ref() != Some(account) => {
-                Some((account.clone(), role.clone()))
-            }
-            _ => None,
-        };
-        Place {
-            region: region_of(stack, &self.home.region),
-            account,
-        }
+        Place::of(stack, self.home.region(), self.caller.as_deref())
+    }
+
+    /// Checks what publishing each place's assets needs (a container CLI for images).
+    pub fn check_assets(&self) -> anyhow::Result<()> {
+        self.assets.values().try_for_each(Assets::check)
     }
 
     /// The setup of the place `stack` goes to.
@@ -142,23 +122,4 @@ impl Places {
             .and_then(|place| self.setups.get(place))
             .unwrap_or_else(|| self.home())
     }
-}
-
-impl Place {
-    /// The place as a user names it: `eu-west-1`, or `account 222222222222 in eu-west-1`.
-    fn shown(&self) -> String {
-        match &self.account {
-            Some((account, _)) => format!("account {account} in {}", self.region),
-            None => self.region.clone(),
-        }
-    }
-}
-
-/// The region `stack` goes to: the one it is pinned to, else `home`.
-pub fn region_of(stack: &StackTemplate, home: &str) -> String {
-    stack
-        .environment
-        .region
-        .clone()
-        .unwrap_or_else(|| home.to_string())
 }

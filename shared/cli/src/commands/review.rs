@@ -44,6 +44,10 @@ pub struct SavedStack {
     pub stack: String,
     /// The stack id the plan was made with (a new stack's, made by its first deploy).
     pub stack_id: Option<String>,
+    /// The region the stack's plan was made for (the one its cloud assembly pins it to,
+    /// else the plan's; absent in plans saved before stacks were placed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
     /// The digest of the template the plan was made from.
     pub template_digest: String,
     /// The command-line parameters that reached the stack, NoEcho ones left out.
@@ -151,15 +155,16 @@ impl SavedPlan {
             ))
             .into()
         };
-        if setup.region != self.region {
-            return Err(refuse(format!(
-                "the plan was made for region {}, not {}",
-                self.region, setup.region
-            )));
-        }
         let Some(saved) = self.stacks.iter().find(|s| s.stack == input.name) else {
             return Err(refuse("the plan has no such stack".into()));
         };
+        let made_for = saved.region.as_deref().unwrap_or(&self.region);
+        if setup.region != made_for {
+            return Err(refuse(format!(
+                "the plan was made for region {made_for}, not {}",
+                setup.region
+            )));
+        }
         if input.digest() != saved.template_digest {
             return Err(refuse(format!(
                 "the template changed since the plan was made from {}",
@@ -196,6 +201,7 @@ pub fn saved_stack(
     SavedStack {
         stack: input.name.clone(),
         stack_id: input.pseudo.stack_id.clone(),
+        region: Some(input.pseudo.region.clone()),
         template_digest: input.digest(),
         parameters,
         plan_digest: digest(plan),
