@@ -128,7 +128,7 @@ enum DefaultValue {
 
 /// The defaults of `resource_type`: top-level property name and value. `Architectures`
 /// is a one-item list.
-pub(crate) fn defaults_of(resource_type: &str) -> Vec<(String, Value)> {
+pub fn defaults_of(resource_type: &str) -> Vec<(String, Value)> {
     let Some((_, props)) = table().iter().find(|(t, _)| *t == resource_type) else {
         return Vec::new();
     };

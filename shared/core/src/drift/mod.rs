@@ -25,6 +25,7 @@ mod attached;
 mod compare;
 mod confirm;
 mod defaults;
+pub use defaults::defaults_of;
 mod dependence;
 mod markers;
 mod normalize;

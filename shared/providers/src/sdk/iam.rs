@@ -58,7 +58,7 @@ const NAME_RULES: NameRules = NameRules {
 };
 
 /// IAM's `MaxSessionDuration` when none is given.
-const DEFAULT_MAX_SESSION: i32 = 3600;
+pub(crate) const DEFAULT_MAX_SESSION: i32 = 3600;
 
 sdk_provider! {
     /// The `AWS::IAM::Role` provider.

@@ -84,8 +84,8 @@ const NAME_RULES: NameRules = NameRules {
     lowercase: false,
 };
 
-const DEFAULT_TIMEOUT: i32 = 3;
-const DEFAULT_MEMORY: i32 = 128;
+pub(crate) const DEFAULT_TIMEOUT: i32 = 3;
+pub(crate) const DEFAULT_MEMORY: i32 = 128;
 
 /// How long to wait for a function to settle after a create or an update.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);

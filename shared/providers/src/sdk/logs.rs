@@ -34,6 +34,9 @@ use crate::names::{NameRules, given_or_generated};
 use crate::provider::{Attributes, Created, CurrentState};
 use crate::provider::{Properties, ResourceRequest, Updated};
 
+/// A log group's class when none is given.
+pub(crate) const DEFAULT_CLASS: &str = "STANDARD";
+
 const HANDLED: &[&str] = &[
     "LogGroupName",
     "RetentionInDays",
@@ -66,7 +69,7 @@ fn retention_of(props: &Properties) -> Result<Option<i32>, ProviderError> {
 
 /// `LogGroupClass` (`STANDARD` when the template gives none).
 fn class_of(props: &Properties) -> String {
-    string_of(props, "LogGroupClass").unwrap_or_else(|| "STANDARD".into())
+    string_of(props, "LogGroupClass").unwrap_or_else(|| DEFAULT_CLASS.into())
 }
 
 /// The `Arn` attribute: CloudFormation's form ends in `:*`.

@@ -30,3 +30,6 @@ pub mod stepfunctions;
 pub use common::marks;
 pub use sqs::SqsQueueProvider;
 pub use ssm::SsmParameterProvider;
+
+#[cfg(test)]
+mod defaults_tie;
