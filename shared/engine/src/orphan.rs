@@ -85,7 +85,7 @@ pub async fn orphan<S: EventStore + 'static>(
         return Ok(report);
     }
     let id = new_id(ORPHAN_PREFIX);
-    engine.lock_run(&recorder, &id, "orphan").await?;
+    let held = crate::run::lock(&engine, &recorder, &id, "orphan").await?;
     // Checked again under the lock: a run may have changed the records meanwhile.
     let appended = match check(&recorder, stack, ids) {
         Ok(now) => {
@@ -94,7 +94,7 @@ pub async fn orphan<S: EventStore + 'static>(
         }
         Err(e) => Err(e),
     };
-    crate::run::release(&recorder, &id).await?;
+    held.release(&recorder, &id).await?;
     appended.map(|()| report)
 }
 

@@ -1,13 +1,56 @@
 //! What every kind of run (deploy, destroy, rollback, import, drift fix, refresh, orphan)
-//! does with the stack's lock at its end: releasing it, knowing a run resumed by a later
-//! invocation, and knowing a run that has ended already.
+//! does with the stack's lock: taking it for the runs that record no `DeployStarted`
+//! with its lease kept ([`lock`]), releasing it at the end, knowing a run resumed by a
+//! later invocation, and knowing a run that has ended already.
 
 use stackflow_events::event::Event;
 use stackflow_events::{EventStore, Precondition};
 
+use std::sync::Arc;
+
 use crate::engine::{Engine, EngineError};
 use crate::keys::{RunEvent, run_key};
+use crate::lease::Keeper;
 use crate::recorder::Recorder;
+
+/// The lock a run holds, its lease renewed for as long as this lives.
+pub(crate) struct Held {
+    keeper: Option<Keeper>,
+}
+
+impl Held {
+    /// Releases the lock run `id` holds ([`release`]); refused when the run lost it
+    /// meanwhile (its lease ran out, or it was broken): nothing is written then.
+    pub(crate) async fn release<S: EventStore>(
+        self,
+        rec: &Recorder<S>,
+        id: &str,
+    ) -> Result<(), EngineError> {
+        if self.keeper.as_ref().is_some_and(Keeper::lost) {
+            return Err(crate::lease::lost_error(&rec.stream().stack));
+        }
+        release(rec, id).await
+    }
+}
+
+/// Takes the stack's lock for run `id` of `operation` (a `LockTaken`: the runs that
+/// record no `DeployStarted`: import, drift's accept and revert, refresh, orphan) and
+/// keeps its lease while the returned [`Held`] lives, as a deploy's and a destroy's
+/// are kept: a run longer than one lease is not taken for gone.
+pub(crate) async fn lock<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    rec: &Recorder<S>,
+    id: &str,
+    operation: &str,
+) -> Result<Held, EngineError> {
+    engine.lock_run(rec, id, operation).await?;
+    // Nothing of these runs waits on a stop signal: a lost lock is told at the release,
+    // and every append after it is refused by the store.
+    let (stop, _) = tokio::sync::watch::channel(false);
+    Ok(Held {
+        keeper: crate::lease::keep(engine, rec.stream().clone(), id.to_string(), stop),
+    })
+}
 
 /// Releases the lock run `id` holds (a `LockReleased` under the run's `released` key).
 pub(crate) async fn release<S: EventStore>(rec: &Recorder<S>, id: &str) -> Result<(), EngineError> {

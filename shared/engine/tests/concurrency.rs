@@ -301,3 +301,49 @@ async fn a_deploy_that_cannot_go_on_after_taking_the_lock_releases_it() {
         assert_eq!(rig.cloud.physical_ids("app", id).len(), 1, "{id} made once");
     }
 }
+
+/// A run that records no `DeployStarted` (here drift's revert) keeps its lease as a
+/// deploy does: held three leases long by a slow call, its lock is renewed, another run
+/// is refused naming it, and the revert ends recorded, the lock released.
+#[tokio::test]
+async fn a_drift_revert_keeps_its_lease_while_it_runs() {
+    let rig = Rig::new();
+    let lease = Duration::from_millis(300);
+    let report = deploy_stack(leased(&rig, lease), input("app", topics(&["a"])), options())
+        .await
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded);
+    let (topic, _) = rig.cloud.only("app", "a");
+    rig.cloud.set_properties(
+        &topic,
+        json!({"TopicName": "a", "DisplayName": "out of band"}),
+    );
+    let gate = rig.cloud.block_once(Op::Update, "a");
+    let revert = tokio::spawn(stackflow_engine::drift::drift_stack(
+        leased(&rig, lease),
+        "app",
+        &[],
+        stackflow_engine::drift::DriftMode::Revert,
+    ));
+    gate.entered().await;
+    tokio::time::sleep(lease * 3).await;
+    let other = deploy_stack(leased(&rig, lease), input("app", topics(&["a"])), options()).await;
+    assert!(
+        matches!(&other, Err(e) if e.to_string().contains("drift")),
+        "the revert's lock is still held: {other:?}"
+    );
+    gate.release();
+    let report = revert.await.unwrap().unwrap();
+    assert_eq!(
+        report.resources[0].status,
+        stackflow_engine::drift::DriftStatus::Reverted,
+        "{report:#?}"
+    );
+    let log = rig.events("app").await;
+    assert!(
+        !log.iter()
+            .any(|e| matches!(e.event, Event::LockBroken { .. })),
+        "nobody broke the lock"
+    );
+    assert!(rig.state("app").await.lock.is_none());
+}

@@ -225,12 +225,12 @@ pub async fn drift_stack_with<S: EventStore + 'static>(
     let selected = selected(&recorder, stack, only)?;
     let check_id = new_id(CHECK_PREFIX);
     let locks = mode != DriftMode::Check && !how.dry_run;
-    let pre = match mode {
-        _ if !locks => Precondition::None,
-        DriftMode::Check => Precondition::None,
+    let (pre, held) = match mode {
+        _ if !locks => (Precondition::None, None),
+        DriftMode::Check => (Precondition::None, None),
         DriftMode::Accept | DriftMode::Revert => {
-            engine.lock_run(&recorder, &check_id, "drift").await?;
-            Precondition::HoldsLock(check_id.clone())
+            let held = crate::run::lock(&engine, &recorder, &check_id, "drift").await?;
+            (Precondition::HoldsLock(check_id.clone()), Some(held))
         }
     };
     let run = CheckRun {
@@ -239,8 +239,8 @@ pub async fn drift_stack_with<S: EventStore + 'static>(
         check_id: &check_id,
     };
     let outcome = check_all(&engine, stack, &run, &selected, mode, how).await;
-    if locks {
-        crate::run::release(&recorder, &check_id).await?;
+    if let Some(held) = held {
+        held.release(&recorder, &check_id).await?;
     }
     let resources = outcome?;
     let report = DriftReport {
@@ -619,7 +619,7 @@ pub async fn refresh_observed<S: EventStore + 'static>(
     let recorder = Recorder::load(engine.store.clone(), engine.stream(stack)).await?;
     let selected = selected(&recorder, stack, &[])?;
     let id = new_id("o");
-    engine.lock_run(&recorder, &id, "refresh-observed").await?;
+    let held = crate::run::lock(&engine, &recorder, &id, "refresh-observed").await?;
     let pre = Precondition::HoldsLock(id.clone());
     let mut out = Vec::new();
     let mut failed = None;
@@ -652,7 +652,7 @@ pub async fn refresh_observed<S: EventStore + 'static>(
         }
         out.push((logical_id.clone(), "refreshed".into()));
     }
-    crate::run::release(&recorder, &id).await?;
+    held.release(&recorder, &id).await?;
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(out),

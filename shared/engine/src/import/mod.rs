@@ -219,9 +219,10 @@ async fn import_one<S: EventStore + 'static>(
     let (answers, imports) = engine.gather(&input, &recorder, true).await?;
     let key = engine.stack_digest_key(&input.name);
     let plan = plan_of(&input, &recorder, &answers, key.as_ref())?;
-    if !options.dry_run {
-        engine.lock_run(&recorder, &import_id, "import").await?;
-    }
+    let held = match options.dry_run {
+        true => None,
+        false => Some(crate::run::lock(&engine, &recorder, &import_id, "import").await?),
+    };
     let d = Deployment {
         engine: engine.clone(),
         conditions: plan.conditions.clone(),
@@ -239,8 +240,8 @@ async fn import_one<S: EventStore + 'static>(
     };
     let outcome = run(&d, options, source).await;
     let outputs = source.and_then(|_| d.outputs().ok().map(|(o, _)| o));
-    if !options.dry_run {
-        crate::run::release(&d.recorder, &import_id).await?;
+    if let Some(held) = held {
+        held.release(&d.recorder, &import_id).await?;
     }
     Ok((outcome?, outputs))
 }
