@@ -315,13 +315,13 @@ impl<S: EventStore + 'static> Gathering<'_, S> {
     async fn outputs(&mut self, refs: &[StackOutputRef]) -> Result<(), EngineError> {
         let engine = self.engine;
         for r in refs {
-            let own = if r.region.as_deref().is_none_or(|x| x == engine.region) {
-                let stream = engine.stream(&r.stack_name);
-                let state = stackflow_events::load_state(engine.store.as_ref(), &stream).await?;
-                state.outputs.get(&r.output_name).cloned()
-            } else {
-                None
-            };
+            // This store's records of the stack, in the region the reference names (a
+            // stack deployed to another region or account by this store's deploys is
+            // recorded here under its region).
+            let region = r.region.as_deref().unwrap_or(&engine.region);
+            let stream = stackflow_events::StreamId::new(region, &r.stack_name);
+            let state = stackflow_events::load_state(engine.store.as_ref(), &stream).await?;
+            let own = state.outputs.get(&r.output_name).cloned();
             let v = match own {
                 Some(v) => {
                     let what = format!("Fn::GetStackOutput of {}.{}", r.stack_name, r.output_name);

@@ -306,3 +306,48 @@ async fn a_type_the_engine_may_not_deploy_is_refused_before_any_call() {
         .unwrap();
     assert_eq!((report.status, report.created), (StackStatus::Succeeded, 2));
 }
+
+/// `Fn::GetStackOutput` with a `Region` reads this store's records of the stack in that
+/// region (a deploy of a cloud assembly records each stack under the region it went to):
+/// a consumer in us-east-1 gets the output of a producer deployed to eu-west-1.
+#[tokio::test]
+async fn a_stack_output_of_another_region_is_read_from_its_records() {
+    let rig = Rig::new();
+    let there = stackflow_engine::Engine {
+        store: rig.store.clone(),
+        providers: std::sync::Arc::new(support::FakeRouter(rig.cloud.clone())),
+        lookups: std::sync::Arc::new(support::FakeLookups::default()),
+        region: "eu-west-1".into(),
+        who: "region-test".into(),
+        cloudformation_fallback: false,
+        progress: rig.lines.clone(),
+        stale: stackflow_engine::engine::never_stale(),
+        lease: None,
+        digest_key: None,
+    };
+    let producer = input(
+        "producer",
+        json!({"Resources": {"T": {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": "t"}}},
+            "Outputs": {"Name": {"Value": "from-eu-west-1"}}}),
+    );
+    let report = deploy_stack(std::sync::Arc::new(there), producer, options())
+        .await
+        .unwrap();
+    assert_eq!(report.status, StackStatus::Succeeded, "{report:#?}");
+    let consumer = input(
+        "consumer",
+        json!({"Resources": {"P": {"Type": "AWS::SSM::Parameter", "Properties": {
+            "Type": "String",
+            "Value": {"Fn::GetStackOutput": {
+                "StackName": "producer", "OutputName": "Name", "Region": "eu-west-1"}}}}}}),
+    );
+    deploy_ok(&rig, &consumer).await;
+    let sent: Vec<Value> = rig
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.logical_id == "P" && c.op == Op::Create)
+        .map(|c| c.properties["Value"].clone())
+        .collect();
+    assert_eq!(sent, vec![json!("from-eu-west-1")]);
+}
