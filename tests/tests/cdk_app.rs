@@ -3,7 +3,9 @@
 //! works: `list` and `synth` run the app from its `cdk.json` (with `-c` context); `deploy`
 //! with no PATH synthesizes it and deploys both stacks, the consumer after the producer
 //! whose export it imports; each resource is read back through the AWS APIs; a second
-//! deploy changes nothing; `destroy` removes both. And stacks pinned to environments:
+//! deploy changes nothing; `destroy` removes both. A second app (`bin/envs.js`) pins its
+//! stacks to two regions and two accounts, and each lands in its own. And stacks pinned
+//! to environments by a hand-written manifest:
 //! deployed in their region; in another account through the role the manifest names,
 //! refused there without one.
 
@@ -30,11 +32,16 @@ fn cdk_lib() -> PathBuf {
 
 /// The fixture app copied to `dir`, with the installed libraries beside it.
 fn app_folder(dir: &Path) {
+    app_folder_of(dir, "bin/app.js");
+}
+
+/// The fixture folder in `dir`, its app being `app` (a file of the fixture's `bin/`,
+/// copied as `bin/app.js`, which `cdk.json` runs).
+fn app_folder_of(dir: &Path, app: &str) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/cdk-app");
     std::fs::create_dir_all(dir.join("bin")).unwrap();
-    for file in ["cdk.json", "bin/app.js"] {
-        std::fs::copy(fixture.join(file), dir.join(file)).unwrap();
-    }
+    std::fs::copy(fixture.join("cdk.json"), dir.join("cdk.json")).unwrap();
+    std::fs::copy(fixture.join(app), dir.join("bin/app.js")).unwrap();
     std::os::unix::fs::symlink(cdk_lib(), dir.join("node_modules")).unwrap();
 }
 
@@ -370,5 +377,100 @@ async fn a_stack_pinned_to_another_account_is_deployed_there_through_its_role() 
     let destroy = cli.run(&["--role-arn", &arn, "destroy", "--stack", &stack]);
     assert_eq!(destroy.code, Some(0), "{}", destroy.describe());
     assert!(!exists(&there).await, "destroyed where it was made");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 27: a real CDK app (`fixtures/cdk-app/bin/envs.js`, aws-cdk-lib's default
+/// synthesizer) whose stacks are pinned to two regions of the caller's account and to
+/// another account, deployed by `stackflow deploy` run in its folder: each queue is found
+/// in its own region and account (and not elsewhere), each stack's `AWS::AccountId` and
+/// `AWS::Region` are its own; the other account is reached through the deploy role CDK
+/// names (`cdk-hnb659fds-deploy-role-<account>-<region>`, made there by the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdk_app_in_two_regions_and_two_accounts_is_deployed_from_its_folder() {
+    let emu = Emulator::shared().await;
+    let prefix = unique_name("envs").to_lowercase().replace('_', "-");
+    let dir = std::env::temp_dir().join(&prefix);
+    app_folder_of(&dir, "bin/envs.js");
+    let (home, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
+    let there = other_account(emu, other, &prefix).await;
+    let role = format!("cdk-hnb659fds-deploy-role-{other}-us-east-1");
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{home}:root")}, "Action": "sts:AssumeRole"}]});
+    let made = aws_sdk_iam::Client::new(&there)
+        .create_role()
+        .role_name(&role)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await;
+    // The role is the account's, made once for every test of this emulator.
+    if let Err(e) = made {
+        let e = aws_sdk_iam::error::DisplayErrorContext(e).to_string();
+        assert!(e.contains("EntityAlreadyExists"), "CreateRole: {e}");
+    }
+    let cli = Cli::local(&dir, emu.endpoint().to_string());
+    let context = [
+        format!("prefix={prefix}"),
+        format!("home={home}"),
+        format!("other={other}"),
+    ];
+    let mut args = vec!["deploy", "--outputs-file", "outputs.json"];
+    for c in &context {
+        args.extend(["-c", c.as_str()]);
+    }
+    let deploy = cli.run(&args);
+    assert_eq!(deploy.code, Some(0), "{}", deploy.describe());
+
+    let here = emu.sdk_config().await;
+    let in_region = |config: &aws_types::SdkConfig, region: &str| {
+        aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(config)
+                .region(aws_sdk_sqs::config::Region::new(region.to_string()))
+                .build(),
+        )
+    };
+    let exists = |client: aws_sdk_sqs::Client, id: &str| {
+        let name = format!("{prefix}-{id}");
+        async move { client.get_queue_url().queue_name(name).send().await.is_ok() }
+    };
+    let places = [
+        ("home", &here, "us-east-1", home),
+        ("away", &here, "eu-west-1", home),
+        ("other", &there, "us-east-1", other),
+    ];
+    let outputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+    for (id, config, region, account) in places {
+        assert!(
+            exists(in_region(config, region), id).await,
+            "{id}: its queue is in {account} {region}"
+        );
+        assert_eq!(
+            outputs[format!("{prefix}-{id}")]["Where"],
+            format!("{account}/{region}"),
+            "{id}: AWS::AccountId and AWS::Region are its own"
+        );
+    }
+    assert!(!exists(in_region(&here, "us-east-1"), "away").await);
+    assert!(!exists(in_region(&here, "us-east-1"), "other").await);
+    assert!(!exists(in_region(&there, "eu-west-1"), "away").await);
+
+    let arn = format!("arn:aws:iam::{other}:role/{role}");
+    let (h, a, o) = (
+        format!("{prefix}-home"),
+        format!("{prefix}-away"),
+        format!("{prefix}-other"),
+    );
+    for args in [
+        vec!["destroy", "--stack", &h],
+        vec!["--region", "eu-west-1", "destroy", "--stack", &a],
+        vec!["--role-arn", &arn, "destroy", "--stack", &o],
+    ] {
+        let destroy = cli.run(&args);
+        assert_eq!(destroy.code, Some(0), "{}", destroy.describe());
+    }
+    for (id, config, region, _) in places {
+        assert!(!exists(in_region(config, region), id).await, "{id} is gone");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
