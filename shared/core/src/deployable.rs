@@ -10,6 +10,23 @@ use indexmap::IndexMap;
 
 use crate::template::{NestedTemplate, Template};
 
+/// Why resource type patterns are refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeployableError {
+    /// A pattern of no accepted form.
+    #[error(
+        "'{0}' is not a resource type pattern: give AWS::<Service>::<Type> (AWS::SNS::Topic), \
+         AWS::<Service>::* (every type of a service) or Custom::* (custom resources)"
+    )]
+    NotAPattern(String),
+    /// `*` allows every type, so no service's actions can be derived from it.
+    #[error(
+        "--allow-type '*' names no service to derive the provisioning role's actions from: \
+         give the role its policies with --parameter ProvisioningPolicyArns=ARN[,ARN]"
+    )]
+    NoService,
+}
+
 /// The resource types an engine may deploy.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Deployable {
@@ -27,7 +44,7 @@ const ENGINE_TYPES: &[&str] = &[
 impl Deployable {
     /// Parses patterns, each checked: `AWS::<Service>::<Type>`, `AWS::<Service>::*`,
     /// `Custom::*` (custom resources), or `*` (every type).
-    pub fn new<I, T>(patterns: I) -> Result<Deployable, String>
+    pub fn new<I, T>(patterns: I) -> Result<Deployable, DeployableError>
     where
         I: IntoIterator<Item = T>,
         T: AsRef<str>,
@@ -47,7 +64,7 @@ impl Deployable {
     }
 
     /// The patterns of a comma-separated list (`STACKFLOW_ALLOWED_TYPES`).
-    pub fn from_list(list: &str) -> Result<Deployable, String> {
+    pub fn from_list(list: &str) -> Result<Deployable, DeployableError> {
         Deployable::new(list.split(','))
     }
 
@@ -122,7 +139,7 @@ impl Deployable {
     /// each service named (`sns:*`), `lambda:InvokeFunction` and `sns:Publish` for
     /// custom resources. Refused for `*`, which names no service: an operator who allows
     /// every type gives the role its policies (`ProvisioningPolicyArns`).
-    pub fn actions(&self) -> Result<Vec<String>, String> {
+    pub fn actions(&self) -> Result<Vec<String>, DeployableError> {
         let mut out: Vec<String> = Vec::new();
         let mut add = |a: String| {
             if !out.contains(&a) {
@@ -131,12 +148,7 @@ impl Deployable {
         };
         for p in &self.patterns {
             if p == "*" {
-                return Err(
-                    "--allow-type '*' names no service to derive the provisioning \
-                            role's actions from: give the role its policies with \
-                            --parameter ProvisioningPolicyArns=ARN[,ARN]"
-                        .into(),
-                );
+                return Err(DeployableError::NoService);
             }
             if p == "Custom::*" || p == "AWS::CloudFormation::CustomResource" {
                 add("lambda:InvokeFunction".into());
@@ -159,7 +171,7 @@ fn is_custom(ty: &str) -> bool {
     ty.starts_with("Custom::") || ty == "AWS::CloudFormation::CustomResource"
 }
 
-fn check_pattern(p: &str) -> Result<(), String> {
+fn check_pattern(p: &str) -> Result<(), DeployableError> {
     if p == "*" || p == "Custom::*" {
         return Ok(());
     }
@@ -172,10 +184,7 @@ fn check_pattern(p: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "'{p}' is not a resource type pattern: give AWS::<Service>::<Type> (AWS::SNS::Topic), \
-             AWS::<Service>::* (every type of a service) or Custom::* (custom resources)"
-        ))
+        Err(DeployableError::NotAPattern(p.to_string()))
     }
 }
 
@@ -251,7 +260,12 @@ mod tests {
             "aws::sns::topic",
         ] {
             let e = Deployable::new([bad]).unwrap_err();
-            assert!(e.contains(bad) && e.contains("AWS::<Service>::*"), "{e}");
+            assert_eq!(e, DeployableError::NotAPattern(bad.into()));
+            let text = e.to_string();
+            assert!(
+                text.contains(bad) && text.contains("AWS::<Service>::*"),
+                "{e}"
+            );
         }
         assert_eq!(
             Deployable::from_list("AWS::SNS::Topic, ,AWS::SNS::Topic")
@@ -313,6 +327,7 @@ mod tests {
             ]
         );
         let e = Deployable::new(["*"]).unwrap().actions().unwrap_err();
-        assert!(e.contains("ProvisioningPolicyArns"), "{e}");
+        assert_eq!(e, DeployableError::NoService);
+        assert!(e.to_string().contains("ProvisioningPolicyArns"), "{e}");
     }
 }

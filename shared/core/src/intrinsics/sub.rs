@@ -12,22 +12,28 @@ pub enum SubPart {
     Var(String),
 }
 
+/// Why an `Fn::Sub` string cannot be read (the string shown abbreviated).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubError {
+    /// A `${` with no `}` after it.
+    #[error("`${{` without a closing `}}` in Fn::Sub string `{0}`")]
+    Unclosed(String),
+    /// A `${}` with no name in it.
+    #[error("empty `${{}}` in Fn::Sub string `{0}`")]
+    Empty(String),
+}
+
 /// Splits an `Fn::Sub` string into literals and variables. `${!Name}` is the literal text
 /// `${Name}`; a `$` not followed by `{` is literal. An unclosed `${` is an error.
-pub fn parse_sub(text: &str) -> Result<Vec<SubPart>, String> {
-    let shown = || abbreviate(text, 200);
+pub fn parse_sub(text: &str) -> Result<Vec<SubPart>, SubError> {
+    let shown = || abbreviate(text, 200).into_owned();
     let mut parts = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         literal.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| {
-            format!(
-                "`${{` without a closing `}}` in Fn::Sub string `{}`",
-                shown()
-            )
-        })?;
+        let end = after.find('}').ok_or_else(|| SubError::Unclosed(shown()))?;
         let inner = &after[..end];
         if let Some(lit) = inner.strip_prefix('!') {
             literal.push_str("${");
@@ -36,7 +42,7 @@ pub fn parse_sub(text: &str) -> Result<Vec<SubPart>, String> {
         } else {
             let name = inner.trim();
             if name.is_empty() {
-                return Err(format!("empty `${{}}` in Fn::Sub string `{}`", shown()));
+                return Err(SubError::Empty(shown()));
             }
             if !literal.is_empty() {
                 parts.push(SubPart::Literal(std::mem::take(&mut literal)));

@@ -122,7 +122,7 @@ impl Resolver<'_> {
                 ));
             }
         };
-        let parts = parse_sub(text).map_err(|m| invalid(path, m))?;
+        let parts = parse_sub(text).map_err(|e| invalid(path, e.to_string()))?;
         // Each variable is resolved once, however often the string names it; all of them
         // are, even after one that is not known yet.
         let mut values: HashMap<&str, Result<String, Value>> = HashMap::new();

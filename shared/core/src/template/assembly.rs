@@ -33,7 +33,7 @@ pub fn load_assembly(dir: &FsPath) -> Result<Vec<StackTemplate>> {
 /// assembly, or the error that says where it leads.
 fn inside(root: &Root, dir: &FsPath, named: &str, manifest_path: &FsPath) -> Result<PathBuf> {
     root.resolve(dir, named)
-        .map_err(|why| assembly_error(manifest_path, why))
+        .map_err(|why| assembly_error(manifest_path, why.to_string()))
 }
 
 fn collect(
@@ -353,7 +353,7 @@ impl NestedWalk<'_> {
                 TemplateError::new(
                     ErrorKind::Assembly,
                     Path::from_keys(["Resources", id.as_str(), "Metadata", "aws:asset:path"]),
-                    why,
+                    why.to_string(),
                 )
                 .in_file(parent.display())
             })?;

@@ -7,6 +7,28 @@
 
 use std::path::{Component, Path as FsPath, PathBuf};
 
+/// Why a path a cloud assembly names is not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Outside {
+    /// An absolute path.
+    #[error("`{named}` is an absolute path: a cloud assembly names its files relative to itself")]
+    Absolute { named: String },
+    /// A path that resolves outside the assembly (`..`, or a symbolic link).
+    #[error(
+        "{} resolves to {}, outside the cloud assembly {}: every file a cloud assembly names \
+         must be inside it (run `cdk synth` again, or replace the symbolic link with what it \
+         points to)",
+        path.display(),
+        resolved.display(),
+        root.display()
+    )]
+    Escapes {
+        path: PathBuf,
+        resolved: PathBuf,
+        root: PathBuf,
+    },
+}
+
 /// The directory a cloud assembly (or a template alone) lives in, with its resolved form.
 #[derive(Debug, Clone)]
 pub(crate) struct Root {
@@ -26,20 +48,19 @@ impl Root {
     /// `named`, relative to `base` (a directory inside the root), when it stays inside
     /// the root; `Err` says why not. A path that does not exist is returned as it is
     /// (reading it fails later, saying so), unless it is absolute or climbs out with `..`.
-    pub fn resolve(&self, base: &FsPath, named: &str) -> Result<PathBuf, String> {
+    pub fn resolve(&self, base: &FsPath, named: &str) -> Result<PathBuf, Outside> {
         let path = FsPath::new(named);
         if path.is_absolute() || path.components().any(|c| matches!(c, Component::Prefix(_))) {
-            return Err(format!(
-                "`{named}` is an absolute path: a cloud assembly names its files relative \
-                 to itself"
-            ));
+            return Err(Outside::Absolute {
+                named: named.to_string(),
+            });
         }
         let joined = base.join(path);
         self.check(&joined).map(|()| joined)
     }
 
     /// Ok when `path` (existing or not) is inside the root once resolved.
-    pub fn check(&self, path: &FsPath) -> Result<(), String> {
+    pub fn check(&self, path: &FsPath) -> Result<(), Outside> {
         let resolved = match std::fs::canonicalize(path) {
             Ok(resolved) => resolved,
             Err(_) => lexical(path),
@@ -47,14 +68,11 @@ impl Root {
         if resolved.starts_with(&self.resolved) {
             return Ok(());
         }
-        Err(format!(
-            "{} resolves to {}, outside the cloud assembly {}: every file a cloud assembly \
-             names must be inside it (run `cdk synth` again, or replace the symbolic link \
-             with what it points to)",
-            path.display(),
-            resolved.display(),
-            self.shown.display()
-        ))
+        Err(Outside::Escapes {
+            path: path.to_path_buf(),
+            resolved,
+            root: self.shown.clone(),
+        })
     }
 }
 
@@ -62,7 +80,7 @@ impl Root {
     /// Ok when every symbolic link below the directory `dir` (followed, as a zip of it
     /// follows them) leads inside the root. A link back to a directory above is not
     /// followed (the zip refuses it).
-    pub fn check_tree(&self, dir: &FsPath) -> Result<(), String> {
+    pub fn check_tree(&self, dir: &FsPath) -> Result<(), Outside> {
         let Ok(top) = std::fs::canonicalize(dir) else {
             return Ok(());
         };
@@ -166,15 +184,18 @@ mod tests {
         let (base, root) = tree();
         let dir = base.join("cdk.out");
         let abs = base.join("secret.txt").display().to_string();
-        assert!(root.resolve(&dir, &abs).unwrap_err().contains("absolute"));
+        let absolute = root.resolve(&dir, &abs).unwrap_err();
+        assert!(matches!(absolute, Outside::Absolute { .. }), "{absolute}");
+        assert!(absolute.to_string().contains("absolute"));
         let e = root.resolve(&dir, "../secret.txt").unwrap_err();
-        assert!(e.contains("outside the cloud assembly"), "{e}");
+        assert!(matches!(e, Outside::Escapes { .. }), "{e}");
+        assert!(e.to_string().contains("outside the cloud assembly"), "{e}");
         assert!(root.resolve(&dir, "../nothing/there").is_err());
         #[cfg(unix)]
         {
             std::os::unix::fs::symlink(base.join("secret.txt"), dir.join("link.json")).unwrap();
             let e = root.resolve(&dir, "link.json").unwrap_err();
-            assert!(e.contains("secret.txt"), "{e}");
+            assert!(e.to_string().contains("secret.txt"), "{e}");
             std::os::unix::fs::symlink(&base, dir.join("asset.up")).unwrap();
             assert!(root.resolve(&dir, "asset.up").is_err());
             assert!(
