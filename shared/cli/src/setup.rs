@@ -108,11 +108,23 @@ impl Setup {
     /// to the wrong account, where a delete answered "not there" would forget a resource
     /// that still exists. Nothing is refused when either account is not known.
     pub async fn check_recorded_account(&self, stack: &str) -> anyhow::Result<()> {
+        if self.account_id.is_none() {
+            return Ok(());
+        }
+        let stream = self.engine.stream(stack);
+        let state = stackflow_events::load_state(self.engine.store.as_ref(), &stream).await?;
+        self.check_account_of(stack, &state)
+    }
+
+    /// [`Self::check_recorded_account`] of records already read (`state`).
+    pub fn check_account_of(
+        &self,
+        stack: &str,
+        state: &stackflow_events::projection::StackState,
+    ) -> anyhow::Result<()> {
         let Some(mine) = self.account_id.as_deref() else {
             return Ok(());
         };
-        let stream = self.engine.stream(stack);
-        let state = stackflow_events::load_state(self.engine.store.as_ref(), &stream).await?;
         let Some(id) = state.stack_id.as_deref() else {
             return Ok(());
         };

@@ -228,9 +228,9 @@ async fn write_outputs(
 
 pub async fn destroy(global: &GlobalArgs, args: DestroyArgs) -> anyhow::Result<ExitCode> {
     let setup = setup(global, true, global.verbose).await?;
-    setup.check_recorded_account(&args.stack).await?;
     let stream = setup.engine.stream(&args.stack);
     let state = stackflow_events::load_state(setup.engine.store.as_ref(), &stream).await?;
+    setup.check_account_of(&args.stack, &state)?;
     // A stack with nothing recorded has nothing to delete: the destroy says so.
     if !state.resources.is_empty() {
         crate::confirm::confirm(

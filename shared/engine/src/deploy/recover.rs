@@ -49,10 +49,9 @@ impl<S: EventStore + 'static> Current for Deployment<S> {
     /// The call is replayed with what it sent: the recorded properties. Only where those
     /// hold a masked `NoEcho` value (which must not be sent) do the template's come in.
     fn replay_of(&self, p: &PendingIntent) -> Option<Replay> {
-        let d = self;
-        let r = d.input.template.resources.get(&p.logical_id)?;
+        let r = self.input.template.resources.get(&p.logical_id)?;
         let dependencies =
-            stackflow_core::graph::Graph::build(&d.input.template, &d.plan.conditions)
+            stackflow_core::graph::Graph::build(&self.input.template, &self.plan.conditions)
                 .ok()
                 .map(|g| {
                     g.dependencies(&p.logical_id)
@@ -61,7 +60,7 @@ impl<S: EventStore + 'static> Current for Deployment<S> {
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default();
-        let from_template = d.with_resolver(|r| r.resolve_properties(&p.logical_id).ok());
+        let from_template = self.with_resolver(|r| r.resolve_properties(&p.logical_id).ok());
         let recorded = p
             .properties
             .clone()
