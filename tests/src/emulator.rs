@@ -295,6 +295,37 @@ impl Emulator {
             .build()
     }
 
+    /// The configuration of an admin of `account`, another account of the emulator's than
+    /// the caller's (fakecloud's `/_fakecloud/iam/create-admin`, which makes the account),
+    /// named `user` there.
+    pub async fn other_account(&self, account: &str, user: &str) -> SdkConfig {
+        let body = serde_json::json!({"accountId": account, "userName": user}).to_string();
+        let (status, answer) = crate::triggers::raw_call(
+            self.endpoint(),
+            "POST",
+            "/_fakecloud/iam/create-admin",
+            "iam",
+            None,
+            &body,
+        )
+        .await;
+        assert_eq!(status, 200, "create-admin: {answer}");
+        let admin: serde_json::Value = serde_json::from_str(&answer).expect("an admin's keys");
+        let key = |k: &str| admin[k].as_str().expect("a key").to_string();
+        let credentials = Credentials::new(
+            key("accessKeyId"),
+            key("secretAccessKey"),
+            None,
+            None,
+            "other-account",
+        );
+        self.sdk_config()
+            .await
+            .to_builder()
+            .credentials_provider(SharedCredentialsProvider::new(credentials))
+            .build()
+    }
+
     /// An S3 client for the emulator with path-style addressing
     /// (`http://127.0.0.1:PORT/bucket/key`): virtual-host style would need
     /// `bucket.127.0.0.1`, which does not resolve.

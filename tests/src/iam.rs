@@ -1,4 +1,23 @@
-//! Reading IAM back: an inline policy of a role as its document text.
+//! IAM in tests: a role another account may take, and reading an inline policy of a role
+//! back as its document text.
+
+/// The role `name` of the account of `there`, which `caller`'s account may assume (as
+/// CDK's bootstrap roles trust the accounts they serve); made once for every test of an
+/// emulator (one that exists is taken as it is).
+pub async fn role_trusting(there: &aws_types::SdkConfig, name: &str, caller: &str) {
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"AWS": format!("arn:aws:iam::{caller}:root")}, "Action": "sts:AssumeRole"}]});
+    let made = aws_sdk_iam::Client::new(there)
+        .create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await;
+    if let Err(e) = made {
+        let e = aws_sdk_iam::error::DisplayErrorContext(e).to_string();
+        assert!(e.contains("EntityAlreadyExists"), "CreateRole {name}: {e}");
+    }
+}
 
 /// The document of inline policy `name` of `role`, as text (IAM answers it URL-encoded).
 pub async fn role_policy_document(iam: &aws_sdk_iam::Client, role: &str, name: &str) -> String {

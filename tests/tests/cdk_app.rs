@@ -263,38 +263,6 @@ async fn stacks_go_to_the_region_they_are_pinned_to_and_never_to_another_account
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An account of the emulator's other than the caller's, with an admin user in it: its
-/// configuration (fakecloud's `/_fakecloud/iam/create-admin`, which makes the account).
-async fn other_account(emu: &Emulator, account: &str, user: &str) -> aws_types::SdkConfig {
-    let body = serde_json::json!({"accountId": account, "userName": user}).to_string();
-    let (status, answer) = stackflow_tests::triggers::raw_call(
-        emu.endpoint(),
-        "POST",
-        "/_fakecloud/iam/create-admin",
-        "iam",
-        None,
-        &body,
-    )
-    .await;
-    assert_eq!(status, 200, "create-admin: {answer}");
-    let admin: serde_json::Value = serde_json::from_str(&answer).expect("an admin's keys");
-    let key = |k: &str| admin[k].as_str().expect("a key").to_string();
-    let credentials = aws_credential_types::Credentials::new(
-        key("accessKeyId"),
-        key("secretAccessKey"),
-        None,
-        None,
-        "other-account",
-    );
-    emu.sdk_config()
-        .await
-        .to_builder()
-        .credentials_provider(
-            aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
-        )
-        .build()
-}
-
 /// Issue 27: a stack CDK pins to another account is deployed there through the role its
 /// manifest names (`assumeRoleArn`, with `${AWS::Partition}` as CDK writes it), never in
 /// the caller's: its queue is found with the other account's credentials and not with the
@@ -309,17 +277,9 @@ async fn a_stack_pinned_to_another_account_is_deployed_there_through_its_role() 
     let out = dir.join("cdk.out");
     std::fs::create_dir_all(&out).unwrap();
     let (caller, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
-    let there = other_account(emu, other, &tag).await;
+    let there = emu.other_account(other, &tag).await;
     let role = format!("{tag}-deploy");
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{caller}:root")}, "Action": "sts:AssumeRole"}]});
-    aws_sdk_iam::Client::new(&there)
-        .create_role()
-        .role_name(&role)
-        .assume_role_policy_document(trust.to_string())
-        .send()
-        .await
-        .expect("CreateRole in the other account");
+    stackflow_tests::iam::role_trusting(&there, &role, caller).await;
     let manifest = serde_json::json!({"version": "36.0.0", "artifacts": {"Other": {
         "type": "aws:cloudformation:stack",
         "environment": format!("aws://{other}/us-east-1"),
@@ -393,21 +353,9 @@ async fn a_cdk_app_in_two_regions_and_two_accounts_is_deployed_from_its_folder()
     let dir = std::env::temp_dir().join(&prefix);
     app_folder_of(&dir, "bin/envs.js");
     let (home, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
-    let there = other_account(emu, other, &prefix).await;
+    let there = emu.other_account(other, &prefix).await;
     let role = format!("cdk-hnb659fds-deploy-role-{other}-us-east-1");
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{home}:root")}, "Action": "sts:AssumeRole"}]});
-    let made = aws_sdk_iam::Client::new(&there)
-        .create_role()
-        .role_name(&role)
-        .assume_role_policy_document(trust.to_string())
-        .send()
-        .await;
-    // The role is the account's, made once for every test of this emulator.
-    if let Err(e) = made {
-        let e = aws_sdk_iam::error::DisplayErrorContext(e).to_string();
-        assert!(e.contains("EntityAlreadyExists"), "CreateRole: {e}");
-    }
+    stackflow_tests::iam::role_trusting(&there, &role, home).await;
     let cli = Cli::local(&dir, emu.endpoint().to_string());
     let context = [
         format!("prefix={prefix}"),
@@ -471,6 +419,130 @@ async fn a_cdk_app_in_two_regions_and_two_accounts_is_deployed_from_its_folder()
     }
     for (id, config, region, _) in places {
         assert!(!exists(in_region(config, region), id).await, "{id} is gone");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 27 (`lookupRole`): a CDK app whose values come from context lookups
+/// (`fixtures/cdk-app/bin/lookups.js`: `StringParameter.valueFromLookup` and a pinned
+/// stack's `availabilityZones`, in the caller's account and in another). `deploy` in its
+/// folder looks each value up where the app names it, the other account's through CDK's
+/// lookup role there, saves them in `cdk.context.json` and runs the app again: each
+/// stack's outputs hold its own account's parameter and real zone names, never CDK's
+/// placeholders. The next synthesis reads the saved values and looks nothing up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_lookups_are_made_in_each_stacks_account_through_its_lookup_role() {
+    let emu = Emulator::shared().await;
+    let prefix = unique_name("lkup").to_lowercase().replace('_', "-");
+    let dir = std::env::temp_dir().join(&prefix);
+    app_folder_of(&dir, "bin/lookups.js");
+    let (home, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
+    let there = emu.other_account(other, &prefix).await;
+    stackflow_tests::iam::role_trusting(
+        &there,
+        &format!("cdk-hnb659fds-deploy-role-{other}-us-east-1"),
+        home,
+    )
+    .await;
+    let lookup_role = format!("cdk-hnb659fds-lookup-role-{other}-us-east-1");
+    let here = emu.sdk_config().await;
+    let parameter = format!("/{prefix}/setting");
+    for (config, value) in [(&here, "here"), (&there, "there")] {
+        aws_sdk_ssm::Client::new(config)
+            .put_parameter()
+            .name(&parameter)
+            .value(format!("{value}-{prefix}"))
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .send()
+            .await
+            .expect("PutParameter");
+    }
+    let cli = Cli::local(&dir, emu.endpoint().to_string());
+    let context = [
+        format!("prefix={prefix}"),
+        format!("home={home}"),
+        format!("other={other}"),
+    ];
+    let with_context = |command: &[&'static str]| {
+        let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+        for c in &context {
+            args.extend(["-c".to_string(), c.clone()]);
+        }
+        args
+    };
+    let args = with_context(&["deploy", "--outputs-file", "outputs.json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    // Before the other account has its lookup role, STS refuses it: said in words, and
+    // nothing is deployed (lookups come before any stack).
+    let refused = cli.run(&args);
+    assert_eq!(refused.code, Some(1), "{}", refused.describe());
+    let denied = format!(
+        "looking up context `ssm:account={other}:parameterName=/{prefix}/setting:region=us-east-1`: \
+         SSM parameter /{prefix}/setting: dispatch failure: an error occurred while loading \
+         credentials: AccessDenied: User: arn:aws:iam::{home}:root is not authorized to \
+         perform: sts:AssumeRole on resource: arn:aws:iam::{other}:role/{lookup_role}"
+    );
+    assert!(
+        refused.stderr.contains(&denied) && !refused.stderr.contains("DispatchFailure"),
+        "{}",
+        refused.describe()
+    );
+    let queue = aws_sdk_sqs::Client::new(&here)
+        .get_queue_url()
+        .queue_name(format!("{prefix}-home"))
+        .send()
+        .await;
+    assert!(queue.is_err(), "nothing was deployed");
+
+    stackflow_tests::iam::role_trusting(&there, &lookup_role, home).await;
+    let deploy = cli.run(&args);
+    assert_eq!(deploy.code, Some(0), "{}", deploy.describe());
+    assert!(
+        deploy.stderr.contains("looking up 4 context value(s)"),
+        "{}",
+        deploy.describe()
+    );
+
+    let outputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("outputs.json")).unwrap()).unwrap();
+    for (id, value) in [("home", "here"), ("other", "there")] {
+        let stack = &outputs[format!("{prefix}-{id}")];
+        assert_eq!(
+            stack["Setting"],
+            format!("{value}-{prefix}"),
+            "{id}: {stack}"
+        );
+        let zones = stack["Zones"].as_str().expect("zones");
+        assert!(
+            zones.starts_with("us-east-1") && !zones.contains("dummy"),
+            "{id}: {zones}"
+        );
+    }
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("cdk.context.json")).expect("cdk.context.json"),
+    )
+    .unwrap();
+    let key =
+        |account: &str| format!("ssm:account={account}:parameterName={parameter}:region=us-east-1");
+    assert_eq!(saved[key(home)], format!("here-{prefix}"));
+    assert_eq!(saved[key(other)], format!("there-{prefix}"));
+    assert!(saved[format!("availability-zones:account={other}:region=us-east-1")].is_array());
+
+    // The saved values are read: nothing is looked up again.
+    let args = with_context(&["synth"]);
+    let synth = cli.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(synth.code, Some(0), "{}", synth.describe());
+    assert!(!synth.stderr.contains("looking up"), "{}", synth.describe());
+
+    let arn = format!("arn:aws:iam::{other}:role/cdk-hnb659fds-deploy-role-{other}-us-east-1");
+    let (h, o) = (format!("{prefix}-home"), format!("{prefix}-other"));
+    for args in [
+        vec!["destroy", "--stack", &h],
+        vec!["--role-arn", &arn, "destroy", "--stack", &o],
+    ] {
+        let destroy = cli.run(&args);
+        assert_eq!(destroy.code, Some(0), "{}", destroy.describe());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

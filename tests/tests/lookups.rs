@@ -177,6 +177,15 @@ async fn ssm_secure_strings() -> Result<()> {
         .expect_err("an SSM-typed parameter naming a SecureString");
     assert!(err.message.contains("SecureString"), "{err}");
     assert!(!err.to_string().contains("hunter2"), "{err}");
+    // A CDK context lookup (`valueFromLookup`) of it is refused: its value would be saved
+    // in cdk.context.json and the template.
+    let err = lookups
+        .parameter_text(&name)
+        .await
+        .expect_err("a context lookup of a SecureString");
+    assert!(err.message.contains("cdk.context.json"), "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+    assert_eq!(lookups.parameter_text(&format!("{name}-none")).await?, None);
 
     ssm.delete_parameter()
         .name(&name)
@@ -352,14 +361,81 @@ async fn cloudformation_exports_and_outputs() -> Result<()> {
             .await?,
         None
     );
-    let mut with_role = output(&stack, "Plain");
-    with_role.role_arn = Some("arn:aws:iam::123456789012:role/reader".into());
-    let err = lookups
-        .cloudformation_output(&with_role)
+    cfn.delete_stack()
+        .stack_name(&stack)
+        .send()
         .await
-        .expect_err("cross-account roles are not supported");
-    assert!(err.message.contains("not supported"), "{err}");
+        .ctx("DeleteStack")?;
+    Ok(())
+}
 
+/// `Fn::GetStackOutput` with a `RoleArn`: the output of a CloudFormation stack of another
+/// account is read as that role (STS `AssumeRole`); without the role, the caller's
+/// account has no such stack; a role the caller may not take is refused in words.
+#[tokio::test]
+async fn cloudformation_outputs_of_another_account_through_a_role() -> Result<()> {
+    use aws_sdk_cloudformation::types::StackStatus;
+    let emulator = Emulator::shared().await;
+    let (caller, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
+    let stack = unique_name("lookups-other");
+    let there = emulator.other_account(other, &stack).await;
+    let role = format!("{stack}-reader");
+    stackflow_tests::iam::role_trusting(&there, &role, caller).await;
+    let cfn = aws_sdk_cloudformation::Client::new(&there);
+    let template = json!({
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"Plain": {"Value": format!("{stack}-there")}}
+    });
+    cfn.create_stack()
+        .stack_name(&stack)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .ctx("CreateStack in the other account")?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = cfn.describe_stacks().stack_name(&stack).send().await;
+        let status = described
+            .ctx("DescribeStacks")?
+            .stacks()
+            .first()
+            .and_then(|s| s.stack_status())
+            .cloned();
+        match status {
+            Some(StackStatus::CreateInProgress) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some(StackStatus::CreateComplete) => break,
+            other => bail!("stack {stack} is {other:?}"),
+        }
+    }
+    let lookups = lookups().await;
+    let output = |role: Option<String>| StackOutputRef {
+        stack_name: stack.clone(),
+        output_name: "Plain".to_string(),
+        region: Some("us-east-1".to_string()),
+        role_arn: role,
+    };
+    let arn = |name: &str| format!("arn:aws:iam::{other}:role/{name}");
+    assert_eq!(
+        lookups
+            .cloudformation_output(&output(Some(arn(&role))))
+            .await?,
+        Some(json!(format!("{stack}-there")))
+    );
+    assert_eq!(lookups.cloudformation_output(&output(None)).await?, None);
+    let stranger = format!("{stack}-nobody");
+    let refused = lookups
+        .cloudformation_output(&output(Some(arn(&stranger))))
+        .await
+        .expect_err("a role that cannot be taken");
+    assert!(
+        refused.to_string().contains(&format!(
+            "(as {}): dispatch failure: an error occurred while loading credentials: ",
+            arn(&stranger)
+        )) && !refused.to_string().contains("DispatchFailure"),
+        "{refused}"
+    );
     cfn.delete_stack()
         .stack_name(&stack)
         .send()

@@ -127,7 +127,7 @@ pub async fn caller_arn(config: &SdkConfig) -> Result<String, String> {
 pub fn brief_error<E, R>(e: &aws_sdk_sts::error::SdkError<E, R>) -> String
 where
     E: aws_sdk_sts::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     use aws_sdk_sts::error::SdkError;
     match e {
@@ -141,8 +141,16 @@ where
         }
         SdkError::DispatchFailure(d) => {
             let text = format!("{}", aws_sdk_sts::error::DisplayErrorContext(e));
-            if text.contains("credentials") {
+            if text.contains("no providers in chain provided credentials") {
                 "no AWS credentials were found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)".to_string()
+            } else if text.contains("credentials") {
+                // Credentials that could not be taken (a role STS refused, a profile's
+                // process that failed): what answered, in words.
+                let chain = stackflow_providers::error::error_chain(e);
+                chain
+                    .strip_prefix("dispatch failure: ")
+                    .unwrap_or(&chain)
+                    .to_string()
             } else if d.is_timeout() {
                 "the endpoint did not answer in time".to_string()
             } else if d.is_io() {

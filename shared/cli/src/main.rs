@@ -7,6 +7,7 @@ mod commands;
 mod confirm;
 mod json;
 mod liveness;
+mod lookup;
 mod progress;
 mod render;
 mod select;

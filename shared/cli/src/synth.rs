@@ -149,10 +149,63 @@ pub async fn assembly(
         Source::Path(path) => Ok(path),
         Source::App(run) => {
             let config = crate::aws::load(global).await;
-            let region = crate::aws::region(&config).ok();
             // The account, when the command already asked STS (no call is made for it).
             let account = global.account.as_ref().and_then(|a| a.as_ref().ok());
-            synthesize(&run, region.as_deref(), account.map(String::as_str)).await
+            synthesize_with_lookups(run, &config, account.cloned()).await
+        }
+    }
+}
+
+/// Runs the app until it asks for no context it lacks: each time its manifest lists
+/// values to look up (`missing`), they are looked up (see [`crate::lookup`]), saved in
+/// `cdk.context.json` and given to the app's next run. An app that asks again for what it
+/// was given is stopped.
+async fn synthesize_with_lookups(
+    mut run: Run,
+    config: &aws_types::SdkConfig,
+    mut account: Option<String>,
+) -> anyhow::Result<PathBuf> {
+    let region = crate::aws::region(config).ok();
+    let mut given = std::collections::BTreeSet::new();
+    loop {
+        let out = synthesize(&run, region.as_deref(), account.as_deref()).await?;
+        let missing = stackflow_core::template::missing_context(&out)?;
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        if let Some(again) = missing.iter().find(|m| given.contains(&m.key)) {
+            bail!(
+                "the CDK app `{}` asks again for context `{}`, which it was given: it does not \
+                 read the value it looked up",
+                run.command,
+                again.key
+            );
+        }
+        let caller = match &account {
+            Some(a) => a.clone(),
+            None => crate::aws::account_id(config).await.map_err(|why| {
+                anyhow!(
+                    "the CDK app looks values up in AWS ({}), and the caller's account is \
+                     not known: {why}",
+                    missing[0].key
+                )
+            })?,
+        };
+        account = Some(caller.clone());
+        eprintln!(
+            "looking up {} context value(s) the app asks for: {}",
+            missing.len(),
+            missing
+                .iter()
+                .map(|m| m.key.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let found = crate::lookup::look_up(config, &caller, &missing).await?;
+        crate::lookup::save(&run.dir.join(CDK_CONTEXT_JSON), &found)?;
+        for f in found {
+            given.insert(f.key.clone());
+            run.context.insert(f.key, f.value);
         }
     }
 }

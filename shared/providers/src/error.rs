@@ -272,11 +272,11 @@ impl ProviderError {
                 } else {
                     "the request was not sent"
                 };
-                ProviderError::Transient(format!("{what}: {why}: {}", full_message(&error)))
+                ProviderError::Transient(format!("{what}: {why}: {}", error_chain(&error)))
             }
             SdkError::ResponseError(_) => ProviderError::Transient(format!(
                 "{what}: the response could not be read: {}",
-                full_message(&error)
+                error_chain(&error)
             )),
             SdkError::ServiceError(context) => {
                 let status = context.raw().status().as_u16();
@@ -295,7 +295,7 @@ impl ProviderError {
                     other => other,
                 }
             }
-            _ => ProviderError::Other(format!("{what}: {}", full_message(&error))),
+            _ => ProviderError::Other(format!("{what}: {}", error_chain(&error))),
         }
     }
 }
@@ -330,16 +330,31 @@ fn looks_like_iam_propagation(message: &str) -> bool {
         || m.contains("does not have required permissions set to api gateway")
 }
 
-/// An error and every source below it, joined with `: `.
-fn full_message(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
+/// An error and every source below it, joined with `: `, for people: each said once, a
+/// service's answer (its error metadata, which displays as a Debug dump) as
+/// `Code: message`, and the SDK's wrappers that say nothing (`other`, `service error`,
+/// `unhandled error (Code)`) left out.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    use aws_sdk_cloudcontrol::error::ErrorMetadata;
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let part = match e.downcast_ref::<ErrorMetadata>() {
+            Some(meta) => match (meta.code(), meta.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_string(),
+                _ => e.to_string(),
+            },
+            None => e.to_string(),
+        };
+        let empty = matches!(part.as_str(), "other" | "service error")
+            || part.starts_with("unhandled error (");
+        if !empty && !parts.iter().any(|p| p.contains(&part)) {
+            parts.push(part);
+        }
+        next = e.source();
     }
-    text
+    parts.join(": ")
 }
 
 #[cfg(test)]
@@ -371,6 +386,27 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("ConnectorError"), "{text}");
+    }
+
+    #[test]
+    fn a_service_answer_below_a_dispatch_failure_reads_as_its_code_and_message() {
+        use aws_sdk_cloudcontrol::error::{ConnectorError, ErrorMetadata};
+        use aws_sdk_cloudcontrol::operation::get_resource::GetResourceError;
+        // As when credentials cannot be loaded because STS refused the role.
+        let denied = ErrorMetadata::builder()
+            .code("AccessDenied")
+            .message("User: u is not authorized to perform: sts:AssumeRole on resource: r")
+            .build();
+        let e: SdkError<GetResourceError, HttpResponse> =
+            SdkError::dispatch_failure(ConnectorError::other(Box::new(denied), None));
+        let ProviderError::Transient(text) = ProviderError::from_sdk("GetResource", e) else {
+            panic!("a dispatch failure is transient");
+        };
+        assert_eq!(
+            text,
+            "GetResource: the request was not sent: dispatch failure: AccessDenied: User: u is \
+             not authorized to perform: sts:AssumeRole on resource: r"
+        );
     }
 
     #[test]

@@ -50,6 +50,7 @@ fn collect(
         ));
     }
     let manifest = read_manifest(&manifest_path)?;
+    refuse_missing_context(&manifest, &manifest_path)?;
     let artifacts = manifest
         .get("artifacts")
         .and_then(Value::as_object)
@@ -147,6 +148,65 @@ fn check_sources(root: &Root, file: &FsPath) -> Result<()> {
             .map_err(|why| assembly_error(file, format!("asset `{id}`: {why}")))?;
     }
     Ok(())
+}
+
+/// A context value a CDK app asked for and did not have when it was synthesized (the
+/// manifest's `missing`): its templates hold a placeholder (`dummy-value-for-...`) where
+/// the value goes, until a lookup gives it and the app runs again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissingContext {
+    /// The context key, e.g. `ssm:account=1:parameterName=/p:region=us-east-1`.
+    pub key: String,
+    /// The lookup that gives it, e.g. `ssm`, `availability-zones`, `vpc-provider`.
+    pub provider: String,
+    /// What to look up (`account`, `region`, `lookupRoleArn`, the provider's own).
+    pub props: serde_json::Map<String, Value>,
+}
+
+/// The context values the manifest of `dir` says its app was missing.
+pub fn missing_context(dir: &FsPath) -> Result<Vec<MissingContext>> {
+    let manifest_path = dir.join("manifest.json");
+    Ok(missing_of(&read_manifest(&manifest_path)?))
+}
+
+fn missing_of(manifest: &Value) -> Vec<MissingContext> {
+    let entries = manifest.get("missing").and_then(Value::as_array);
+    entries
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some(MissingContext {
+                key: m.get("key")?.as_str()?.to_string(),
+                provider: m.get("provider")?.as_str()?.to_string(),
+                props: m.get("props")?.as_object()?.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Refuses an assembly synthesized without the context its app asked for: its templates
+/// hold placeholders, which would be deployed as values.
+fn refuse_missing_context(manifest: &Value, manifest_path: &FsPath) -> Result<()> {
+    let missing = missing_of(manifest);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<String> = missing
+        .iter()
+        .map(|m| format!("{} ({} lookup)", m.key, m.provider))
+        .collect();
+    Err(assembly_error(
+        manifest_path,
+        format!(
+            "the app was synthesized without context it looks up, so its templates hold \
+             placeholders (such as dummy-value-for-...) where the values go: {}",
+            keys.join(", ")
+        ),
+    )
+    .with_hint(
+        "run stackflow in the app's folder (it looks the values up and runs the app again), \
+         or run `cdk synth` there first, which saves them in cdk.context.json",
+    ))
 }
 
 /// The manifest of a cloud assembly, as JSON.
@@ -418,5 +478,59 @@ impl NestedWalk<'_> {
             .in_file(parent.display()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An assembly whose app asked for an SSM lookup it did not have: its template holds
+    /// CDK's placeholder.
+    fn assembly_missing_a_lookup(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = "ssm:account=111111111111:parameterName=/app/setting:region=us-east-1";
+        let manifest = json!({"version": "36.0.0",
+            "artifacts": {"App": {"type": "aws:cloudformation:stack",
+                "properties": {"templateFile": "App.template.json"}}},
+            "missing": [{"key": key, "provider": "ssm", "props": {
+                "account": "111111111111", "region": "us-east-1",
+                "parameterName": "/app/setting", "dummyValue": "dummy-value-for-/app/setting"}}]});
+        std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+        let template = json!({"Resources": {"T": {"Type": "AWS::SNS::Topic",
+            "Properties": {"DisplayName": "dummy-value-for-/app/setting"}}}});
+        std::fs::write(dir.join("App.template.json"), template.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn an_assembly_missing_the_context_it_looks_up_is_refused_with_the_keys() {
+        let dir = assembly_missing_a_lookup("missing-context");
+        let missing = missing_context(&dir).unwrap();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].provider, "ssm");
+        assert_eq!(missing[0].props["parameterName"], "/app/setting");
+        let refused = load_assembly(&dir).unwrap_err().to_string();
+        assert!(
+            refused.contains("manifest.json")
+                && refused.contains("placeholders (such as dummy-value-for-...)")
+                && refused.contains(
+                    "ssm:account=111111111111:parameterName=/app/setting:region=us-east-1 (ssm lookup)"
+                )
+                && refused.contains("cdk.context.json"),
+            "{refused}"
+        );
+        // With the value given (the app run again), nothing is missing.
+        let mut manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        manifest.as_object_mut().unwrap().remove("missing");
+        std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+        assert!(missing_context(&dir).unwrap().is_empty());
+        assert_eq!(load_assembly(&dir).unwrap().len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

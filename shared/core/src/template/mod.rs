@@ -12,7 +12,7 @@ use std::path::{Path as FsPath, PathBuf};
 
 use indexmap::IndexMap;
 
-pub use assembly::load_assembly;
+pub use assembly::{MissingContext, load_assembly, missing_context};
 pub use model::{Output, Parameter, Policy, Resource, Template, type_name};
 pub use parse::parse_text;
 pub use placeholders::{

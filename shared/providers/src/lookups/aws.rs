@@ -5,7 +5,7 @@
 //! EC2 is called without `aws-sdk-ec2` (see [`super::ec2`]).
 
 use aws_sdk_cloudformation::types::StackStatus;
-use aws_sdk_ssm::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_ssm::error::ProvideErrorMetadata;
 use aws_sdk_ssm::types::ParameterType;
 use aws_types::SdkConfig;
 use aws_types::region::Region;
@@ -75,6 +75,58 @@ impl AwsLookups {
         }
     }
 
+    /// A CloudFormation client acting as `role` (credentials from STS `AssumeRole` with
+    /// this configuration's, renewed before they expire), in `region` when given: for a
+    /// stack output of another account (`Fn::GetStackOutput`'s `RoleArn`).
+    async fn cloudformation_as(
+        &self,
+        role: &str,
+        region: Option<&str>,
+    ) -> aws_sdk_cloudformation::Client {
+        // STS signs with the time of the configuration; one built by hand may have none.
+        let mut base = self.config.clone();
+        if base.time_source().is_none() {
+            base = base
+                .to_builder()
+                .time_source(aws_types::sdk_config::SharedTimeSource::default())
+                .build();
+        }
+        let credentials = aws_config::sts::AssumeRoleProvider::builder(role)
+            .session_name("stackflow-lookup")
+            .configure(&base)
+            .build()
+            .await;
+        let mut conf = aws_sdk_cloudformation::config::Builder::from(&self.config)
+            .credentials_provider(credentials);
+        if let Some(region) = region {
+            conf = conf.region(Region::new(region.to_string()));
+        }
+        aws_sdk_cloudformation::Client::from_conf(conf.build())
+    }
+
+    /// The text of the SSM parameter `name` (a `StringList`'s items joined by commas, as
+    /// `GetParameter` answers them), for a CDK context lookup
+    /// (`StringParameter.valueFromLookup`); `Ok(None)` when there is no such parameter. A
+    /// `SecureString` is refused and never read decrypted: a lookup's value is saved in
+    /// `cdk.context.json` and written into the template.
+    pub async fn parameter_text(&self, name: &str) -> Result<Option<String>, LookupError> {
+        let what = || format!("SSM parameter {name}");
+        let Some(parameter) = self.get_parameter(what, name, false).await? else {
+            return Ok(None);
+        };
+        if parameter.r#type() == Some(&ParameterType::SecureString) {
+            return Err(LookupError {
+                what: what(),
+                message: "is a SecureString: a context lookup would write its value into \
+                          cdk.context.json and the template; refer to it with \
+                          {{resolve:ssm-secure:NAME}} (StringParameter.valueForSecureStringParameter) \
+                          in the property that needs it"
+                    .to_string(),
+            });
+        }
+        Ok(Some(parameter.value.unwrap_or_default()))
+    }
+
     async fn export(&self, name: &str) -> Result<Option<Value>, LookupError> {
         let what = || format!("export {name}");
         let mut token: Option<String> = None;
@@ -102,18 +154,15 @@ impl AwsLookups {
             if let Some(region) = &r.region {
                 w.push_str(&format!(" in {region}"));
             }
+            if let Some(role) = &r.role_arn {
+                w.push_str(&format!(" (as {role})"));
+            }
             w
         };
-        if let Some(role) = &r.role_arn {
-            return Err(LookupError {
-                what: what(),
-                message: format!(
-                    "reading another stack's output with a role ({role}) is not supported yet: \
-                     cross-account roles are not supported"
-                ),
-            });
-        }
-        let client = self.cloudformation_in(r.region.as_deref());
+        let client = match &r.role_arn {
+            Some(role) => self.cloudformation_as(role, r.region.as_deref()).await,
+            None => self.cloudformation_in(r.region.as_deref()),
+        };
         let Some(stack) = live_stack(&client, &r.stack_name)
             .await
             .map_err(|e| aws_error(what(), &e))?
@@ -369,12 +418,12 @@ impl Lookups for AwsLookups {
 /// whole cause chain when the service did not answer (timeout, connection failure).
 pub(super) fn aws_error<E>(what: String, error: &E) -> LookupError
 where
-    E: ProvideErrorMetadata + std::error::Error,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let message = match (error.code(), error.message()) {
         (Some(code), Some(message)) if !message.is_empty() => format!("{code}: {message}"),
         (Some(code), _) => code.to_string(),
-        _ => DisplayErrorContext(error).to_string(),
+        _ => crate::error::error_chain(error),
     };
     LookupError { what, message }
 }

@@ -12,8 +12,8 @@ use aws_sdk_ec2::types::AvailabilityZone;
 use aws_types::SdkConfig;
 use aws_types::region::Region;
 
-use super::error_chain;
 use crate::error::ProviderError;
+use crate::error::error_chain;
 use crate::retry::{RetryPolicy, retry};
 
 /// How long one EC2 `DescribeAvailabilityZones` call may take.
