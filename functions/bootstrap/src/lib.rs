@@ -177,7 +177,7 @@ pub fn task_named(value: &str) -> Option<&'static str> {
 /// that names a task, else from `task_var` (the value of `STACKFLOW_TASK`). A handler string
 /// that names no task (`bootstrap`) defers to `STACKFLOW_TASK`; a set `STACKFLOW_TASK` that
 /// names no task, or neither naming one, is an error that names the valid tasks.
-pub fn choose_task(handler: Option<&str>, task_var: Option<&str>) -> Result<TaskChoice, String> {
+pub fn choose_task(handler: Option<&str>, task_var: Option<&str>) -> Result<TaskChoice, NoTask> {
     fn given(v: Option<&str>) -> Option<&str> {
         v.map(str::trim).filter(|v| !v.is_empty())
     }
@@ -195,17 +195,38 @@ pub fn choose_task(handler: Option<&str>, task_var: Option<&str>) -> Result<Task
             from: TASK_VAR,
         });
     }
-    let seen = |name: &str, v: Option<&str>| match v {
-        Some(v) => format!("{name} is {v:?}"),
-        None => format!("{name} is not set"),
-    };
-    Err(format!(
-        "no task to run: {} and {}; set the function's handler (or {TASK_VAR}) to one of {}",
-        seen(HANDLER_VAR, handler),
-        seen(TASK_VAR, task_var),
-        handler_names().collect::<Vec<_>>().join(", ")
-    ))
+    Err(NoTask {
+        handler: handler.map(str::to_string),
+        task_var: task_var.map(str::to_string),
+    })
 }
+
+/// Neither the handler string nor `STACKFLOW_TASK` names a task: what each is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoTask {
+    /// The handler string, when set.
+    pub handler: Option<String>,
+    /// `STACKFLOW_TASK`, when set.
+    pub task_var: Option<String>,
+}
+
+impl std::fmt::Display for NoTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seen = |name: &str, v: &Option<String>| match v {
+            Some(v) => format!("{name} is {v:?}"),
+            None => format!("{name} is not set"),
+        };
+        write!(
+            f,
+            "no task to run: {} and {}; set the function's handler (or {TASK_VAR}) to one of {}",
+            seen(HANDLER_VAR, &self.handler),
+            seen(TASK_VAR, &self.task_var),
+            handler_names().collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+impl std::error::Error for NoTask {}
 
 /// The whole bootstrap: logs, the task chosen from the environment ([`choose_task`]), then
 /// the runtime's loop. An error here is an init error: the function cannot start.
@@ -473,14 +494,16 @@ mod tests {
             (Some("PLAN"), None),
             (Some("plan.handler"), Some("Provison")),
         ] {
-            let e = choose_task(handler, var).unwrap_err();
+            let e = choose_task(handler, var).unwrap_err().to_string();
             assert!(
                 e.ends_with(&handler_names().collect::<Vec<_>>().join(", ")),
                 "{handler:?} {var:?}: {e}"
             );
         }
         assert_eq!(
-            choose_task(Some("bootstrap"), None).unwrap_err(),
+            choose_task(Some("bootstrap"), None)
+                .unwrap_err()
+                .to_string(),
             format!(
                 "no task to run: _HANDLER is \"bootstrap\" and STACKFLOW_TASK is not set; set \
                  the function's handler (or STACKFLOW_TASK) to one of {}",

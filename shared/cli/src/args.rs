@@ -67,7 +67,7 @@ pub struct GlobalArgs {
     /// What STS answered when the store was picked (the account id, or why not), so that
     /// it is asked once per command.
     #[arg(skip)]
-    pub account: Option<Result<String, String>>,
+    pub account: Option<Result<String, crate::call::CallFailed>>,
 
     /// The engine's S3 bucket: custom resource handlers answer there, and events over
     /// DynamoDB's item size limit go there (with --store dynamodb:TABLE)
@@ -740,10 +740,15 @@ pub struct WorkerArgs {
     pub concurrency: u16,
 }
 
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
+/// A command-line value that is not `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected KEY=VALUE, found `{0}`")]
+pub struct NotKeyValue(String);
+
+fn parse_key_value(s: &str) -> Result<(String, String), NotKeyValue> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("expected KEY=VALUE, found `{s}`")),
+        _ => Err(NotKeyValue(s.to_string())),
     }
 }
 

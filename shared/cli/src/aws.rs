@@ -7,6 +7,7 @@ use aws_config::BehaviorVersion;
 use aws_types::SdkConfig;
 
 use crate::args::GlobalArgs;
+pub use crate::call::{CallFailed, brief_error};
 
 /// Loads the AWS configuration the way every AWS tool does, then applies `--profile`,
 /// `--region`, `--endpoint-url` and `--role-arn`.
@@ -60,18 +61,6 @@ pub fn region(config: &SdkConfig) -> anyhow::Result<String> {
         .ok_or_else(|| anyhow::anyhow!("no AWS region is set: pass --region or set AWS_REGION"))
 }
 
-/// Why [`account_id`] failed when nothing listens where the endpoint is.
-pub const REFUSED: &str = "the endpoint refused the connection";
-/// Why [`account_id`] failed when the endpoint's host is not found.
-pub const NO_HOST: &str = "the endpoint's host name does not resolve";
-
-/// True when `why` (from [`account_id`]) says that no AWS endpoint answers at all: every
-/// call would fail the same way. A connection that dropped, or a call that timed out, is
-/// not that: it may work when tried again.
-pub fn unreachable(why: &str) -> bool {
-    why == REFUSED || why == NO_HOST
-}
-
 /// Where `config` sends STS calls, for a message: the endpoint URL it was given (without
 /// any `user:password@` in it), else AWS's own for its region.
 pub fn endpoint(config: &SdkConfig) -> String {
@@ -97,77 +86,25 @@ fn without_userinfo(url: &str) -> String {
     }
 }
 
-/// The account id of the caller, from STS. `Err` carries a readable reason.
-pub async fn account_id(config: &SdkConfig) -> Result<String, String> {
+/// The account id of the caller, from STS.
+pub async fn account_id(config: &SdkConfig) -> Result<String, CallFailed> {
     let sts = aws_sdk_sts::Client::new(config);
     let call = sts.get_caller_identity().send();
     match tokio::time::timeout(Duration::from_secs(5), call).await {
-        Ok(Ok(out)) => out
-            .account
-            .ok_or_else(|| "STS returned no account id".to_string()),
+        Ok(Ok(out)) => out.account.ok_or(CallFailed::Incomplete("account id")),
         Ok(Err(e)) => Err(brief_error(&e)),
-        Err(_) => Err("STS did not answer within 5 s".to_string()),
+        Err(_) => Err(CallFailed::Slow),
     }
 }
 
-/// The caller's ARN, from STS. `Err` carries a readable reason.
-pub async fn caller_arn(config: &SdkConfig) -> Result<String, String> {
+/// The caller's ARN, from STS.
+pub async fn caller_arn(config: &SdkConfig) -> Result<String, CallFailed> {
     let sts = aws_sdk_sts::Client::new(config);
     let call = sts.get_caller_identity().send();
     match tokio::time::timeout(Duration::from_secs(5), call).await {
-        Ok(Ok(out)) => out.arn.ok_or_else(|| "STS returned no ARN".to_string()),
+        Ok(Ok(out)) => out.arn.ok_or(CallFailed::Incomplete("ARN")),
         Ok(Err(e)) => Err(brief_error(&e)),
-        Err(_) => Err("STS did not answer within 5 s".to_string()),
-    }
-}
-
-/// One readable line for an SDK error: the service's own error code and message when it
-/// answered, otherwise what kept the call from reaching it. The full chain is printed with
-/// `-vv` by the callers that have it.
-pub fn brief_error<E, R>(e: &aws_sdk_sts::error::SdkError<E, R>) -> String
-where
-    E: aws_sdk_sts::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + 'static,
-{
-    use aws_sdk_sts::error::SdkError;
-    match e {
-        SdkError::ServiceError(se) => {
-            let err = se.err();
-            format!(
-                "{}: {}",
-                err.code().unwrap_or("error"),
-                err.message().unwrap_or("no message")
-            )
-        }
-        SdkError::DispatchFailure(d) => {
-            let text = format!("{}", aws_sdk_sts::error::DisplayErrorContext(e));
-            if text.contains("no providers in chain provided credentials") {
-                "no AWS credentials were found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)".to_string()
-            } else if text.contains("credentials") {
-                // Credentials that could not be taken (a role STS refused, a profile's
-                // process that failed): what answered, in words.
-                let chain = stackflow_providers::error::error_chain(e);
-                chain
-                    .strip_prefix("dispatch failure: ")
-                    .unwrap_or(&chain)
-                    .to_string()
-            } else if d.is_timeout() {
-                "the endpoint did not answer in time".to_string()
-            } else if d.is_io() {
-                let text = text.to_lowercase();
-                if text.contains("connection refused") {
-                    REFUSED.to_string()
-                } else if text.contains("dns error") || text.contains("failed to lookup address") {
-                    NO_HOST.to_string()
-                } else {
-                    "cannot connect to the endpoint".to_string()
-                }
-            } else {
-                "the request could not be sent".to_string()
-            }
-        }
-        SdkError::TimeoutError(_) => "the call timed out".to_string(),
-        other => other.to_string(),
+        Err(_) => Err(CallFailed::Slow),
     }
 }
 

@@ -3,6 +3,7 @@
 mod args;
 mod assets;
 mod aws;
+mod call;
 mod commands;
 mod confirm;
 mod json;

@@ -248,7 +248,7 @@ pub async fn setup_with(
     };
     let account_id = match asked {
         Ok(id) => Some(id),
-        Err(why) if needs_aws && aws::unreachable(&why) => anyhow::bail!(
+        Err(why) if needs_aws && why.unreachable() => anyhow::bail!(
             "cannot reach {} ({why}), so nothing was done: check --endpoint-url \
              (AWS_ENDPOINT_URL), --region and the network",
             aws::endpoint(&config)

@@ -62,9 +62,18 @@ fn millis(at: &str) -> Option<u64> {
         .map(|d| d.as_millis() as u64)
 }
 
+/// Why a log cannot be drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoRun {
+    #[error("the log has no deploy to draw")]
+    NoDeploy,
+    #[error("a time in the log is not RFC 3339")]
+    BadTime,
+}
+
 /// The bars of the stack's last run in `events` and the run's length in milliseconds;
 /// `Err` when the log has no run.
-pub fn bars(events: &[StoredEvent]) -> Result<(String, Vec<Bar>, u64), String> {
+pub fn bars(events: &[StoredEvent]) -> Result<(String, Vec<Bar>, u64), NoRun> {
     let (start_at, run) = events
         .iter()
         .rev()
@@ -72,8 +81,8 @@ pub fn bars(events: &[StoredEvent]) -> Result<(String, Vec<Bar>, u64), String> {
             Event::DeployStarted { deploy_id, .. } => Some((e.at.clone(), deploy_id.clone())),
             _ => None,
         })
-        .ok_or("the log has no deploy to draw")?;
-    let t0 = millis(&start_at).ok_or("a time in the log is not RFC 3339")?;
+        .ok_or(NoRun::NoDeploy)?;
+    let t0 = millis(&start_at).ok_or(NoRun::BadTime)?;
     let mut bars: Vec<Bar> = Vec::new();
     let mut dependencies: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut last = t0;
@@ -197,7 +206,7 @@ fn escape(text: &str) -> String {
 }
 
 /// The page for stack `stack`'s last run in `events`.
-pub fn html(stack: &str, events: &[StoredEvent]) -> Result<String, String> {
+pub fn html(stack: &str, events: &[StoredEvent]) -> Result<String, NoRun> {
     let (run, bars, length) = bars(events)?;
     let span = length.max(1) as f64;
     let width = LEFT + PLOT + 20.0;

@@ -101,6 +101,28 @@ pub struct ImageDestination {
     pub assume_role_arn: Option<String>,
 }
 
+/// What is wrong in an asset manifest. `what` names the asset or destination, e.g. ``file
+/// asset `x` ``.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssetManifestError {
+    /// A section that must be an object (`files`, `dockerImages`, `destinations`).
+    #[error("`{key}` is not an object")]
+    NotAnObject { key: String },
+    /// A required key is missing.
+    #[error("{what} has no `{key}`")]
+    Missing { what: String, key: String },
+    /// A file asset made by a command.
+    #[error(
+        "{what} ({name}) is made by a command (`source.executable`), which stackflow does not run"
+    )]
+    MadeByCommand { what: String, name: String },
+    /// A packaging other than `file` and `zip`.
+    #[error("{what} has an unknown packaging `{packaging}`")]
+    UnknownPackaging { what: String, packaging: String },
+}
+
+type Parsed<T> = std::result::Result<T, AssetManifestError>;
+
 fn manifest_error(file: &FsPath, message: impl Into<String>) -> TemplateError {
     TemplateError::new(ErrorKind::Assembly, "", message).in_file(file.display())
 }
@@ -113,14 +135,11 @@ pub fn load_asset_manifest(file: &FsPath) -> Result<AssetManifest> {
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| manifest_error(file, format!("invalid JSON: {e}")))?;
     let dir = file.parent().unwrap_or(FsPath::new("."));
-    parse_asset_manifest(&value, dir).map_err(|m| manifest_error(file, m))
+    parse_asset_manifest(&value, dir).map_err(|e| manifest_error(file, e.to_string()))
 }
 
 /// The manifest in `value`, sources resolved against `dir`. `Err` says what is wrong.
-pub fn parse_asset_manifest(
-    value: &Value,
-    dir: &FsPath,
-) -> std::result::Result<AssetManifest, String> {
+pub fn parse_asset_manifest(value: &Value, dir: &FsPath) -> Parsed<AssetManifest> {
     let mut out = AssetManifest::default();
     for (id, asset) in entries(value, "files")? {
         out.files.push(file_asset(id, asset, dir)?);
@@ -131,14 +150,13 @@ pub fn parse_asset_manifest(
     Ok(out)
 }
 
-fn entries<'v>(
-    value: &'v Value,
-    key: &str,
-) -> std::result::Result<Vec<(&'v String, &'v Value)>, String> {
+fn entries<'v>(value: &'v Value, key: &str) -> Parsed<Vec<(&'v String, &'v Value)>> {
     match value.get(key) {
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::Object(m)) => Ok(m.iter().collect()),
-        Some(_) => Err(format!("`{key}` is not an object")),
+        Some(_) => Err(AssetManifestError::NotAnObject {
+            key: key.to_string(),
+        }),
     }
 }
 
@@ -146,30 +164,45 @@ fn text(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn required(v: &Value, key: &str, what: &str) -> std::result::Result<String, String> {
-    text(v, key).ok_or_else(|| format!("{what} has no `{key}`"))
+fn required(v: &Value, key: &str, what: &str) -> Parsed<String> {
+    text(v, key).ok_or_else(|| AssetManifestError::Missing {
+        what: what.to_string(),
+        key: key.to_string(),
+    })
 }
 
 fn display_name(id: &str, asset: &Value) -> String {
     text(asset, "displayName").unwrap_or_else(|| id.to_string())
 }
 
-fn file_asset(id: &str, asset: &Value, dir: &FsPath) -> std::result::Result<FileAsset, String> {
-    let what = format!("file asset `{id}`");
-    let source = asset
+fn source<'v>(asset: &'v Value, what: &str) -> Parsed<&'v Value> {
+    asset
         .get("source")
-        .ok_or_else(|| format!("{what} has no `source`"))?;
+        .ok_or_else(|| AssetManifestError::Missing {
+            what: what.to_string(),
+            key: "source".to_string(),
+        })
+}
+
+fn file_asset(id: &str, asset: &Value, dir: &FsPath) -> Parsed<FileAsset> {
+    let what = format!("file asset `{id}`");
+    let source = source(asset, &what)?;
     if source.get("executable").is_some() {
-        return Err(format!(
-            "{what} ({}) is made by a command (`source.executable`), which stackflow does not run",
-            display_name(id, asset)
-        ));
+        return Err(AssetManifestError::MadeByCommand {
+            what,
+            name: display_name(id, asset),
+        });
     }
     let path = required(source, "path", &format!("the source of {what}"))?;
     let packaging = match source.get("packaging").and_then(Value::as_str) {
         None | Some("file") => Packaging::File,
         Some("zip") => Packaging::ZipDirectory,
-        Some(other) => return Err(format!("{what} has an unknown packaging `{other}`")),
+        Some(other) => {
+            return Err(AssetManifestError::UnknownPackaging {
+                what,
+                packaging: other.to_string(),
+            });
+        }
     };
     let mut destinations = Vec::new();
     for (dest_id, d) in entries(asset, "destinations")? {
@@ -191,11 +224,9 @@ fn file_asset(id: &str, asset: &Value, dir: &FsPath) -> std::result::Result<File
     })
 }
 
-fn image_asset(id: &str, asset: &Value, dir: &FsPath) -> std::result::Result<ImageAsset, String> {
+fn image_asset(id: &str, asset: &Value, dir: &FsPath) -> Parsed<ImageAsset> {
     let what = format!("container image asset `{id}`");
-    let source = asset
-        .get("source")
-        .ok_or_else(|| format!("{what} has no `source`"))?;
+    let source = source(asset, &what)?;
     let executable = source.get("executable").and_then(Value::as_array).map(|a| {
         a.iter()
             .filter_map(Value::as_str)
@@ -333,13 +364,20 @@ mod tests {
         let no_key = json!({"files": {"x": {"source": {"path": "p"},
             "destinations": {"d": {"bucketName": "b"}}}}});
         let e = parse_asset_manifest(&no_key, FsPath::new(".")).unwrap_err();
-        assert!(e.contains("objectKey") && e.contains("`x`"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "destination `d` of file asset `x` has no `objectKey`"
+        );
         let packaging = json!({"files": {"x": {"source": {"path": "p", "packaging": "tar"}}}});
         let e = parse_asset_manifest(&packaging, FsPath::new(".")).unwrap_err();
-        assert!(e.contains("tar"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "file asset `x` has an unknown packaging `tar`"
+        );
         let command = json!({"files": {"x": {"source": {"executable": ["make"]}}}});
         let e = parse_asset_manifest(&command, FsPath::new(".")).unwrap_err();
-        assert!(e.contains("executable"), "{e}");
+        assert!(matches!(e, AssetManifestError::MadeByCommand { .. }), "{e}");
+        assert!(e.to_string().contains("executable"), "{e}");
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(crate) fn child_input(
     child_name: &str,
     nested: &NestedTemplate,
     props: &Map<String, Value>,
-) -> Result<StackInput, String> {
+) -> Result<StackInput, stackflow_core::error::TemplateError> {
     let mut values: IndexMap<String, String> = IndexMap::new();
     if let Some(Value::Object(params)) = props.get("Parameters") {
         for (k, v) in params {
@@ -69,8 +69,8 @@ pub(crate) fn child_input(
             p.no_echo = true;
         }
     }
-    let parameters = bind_parameters(&template, &values)
-        .map_err(|e| e.in_file(nested.file.display()).to_string())?;
+    let parameters =
+        bind_parameters(&template, &values).map_err(|e| e.in_file(nested.file.display()))?;
     let mut pseudo = parent.pseudo.clone();
     pseudo.stack_name = child_name.to_string();
     pseudo.stack_id = None;
@@ -148,7 +148,7 @@ impl<S: EventStore + 'static> NestedStacks<S> {
             )));
         };
         let input = child_input(parent, id, &child, nested, &request.properties)
-            .map_err(ProviderError::InvalidRequest)?;
+            .map_err(|e| ProviderError::InvalidRequest(e.to_string()))?;
         let report = deploy_boxed(self.engine.clone(), input, self.options.clone())
             .await
             .map_err(|e| engine_error(&child, e))?;

@@ -341,11 +341,11 @@ async fn rewrite<S: EventStore>(
         match cleaned_event(&e.event, secrets) {
             Ok(Some(new)) => changed.push((e.seq, new)),
             Ok(None) => {}
-            Err(message) => {
+            Err(why) => {
                 return Err(ScrubError::Rewrite {
                     seq: e.seq,
                     kind: e.event.type_name().to_string(),
-                    message,
+                    message: why.reason,
                 });
             }
         }

@@ -213,11 +213,11 @@ fn collect_strings(v: &Value, out: &mut Vec<String>) {
 pub(crate) type DynamicError = (String, String);
 
 /// Checks every dynamic reference in `props` parses, without looking anything up.
-pub(crate) fn check_dynamic(props: &Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check_dynamic(props: &Map<String, Value>) -> Result<(), dynref::DynRefError> {
     let mut texts: Vec<String> = Vec::new();
     collect_strings(&Value::Object(props.clone()), &mut texts);
     for t in texts {
-        dynref::find_all(&t).map_err(|e| e.to_string())?;
+        dynref::find_all(&t)?;
     }
     Ok(())
 }
@@ -259,7 +259,7 @@ pub(crate) async fn resolve_dynamic(
             values,
         });
     }
-    let lookup = |r: &DynamicReference| -> Result<String, String> {
+    let lookup = |r: &DynamicReference| -> Result<String, dynref::LookupFailed> {
         values
             .iter()
             .find_map(|(text, v)| {
@@ -268,7 +268,7 @@ pub(crate) async fn resolve_dynamic(
                     .filter(|p| p == r)
                     .map(|_| v.clone())
             })
-            .ok_or_else(|| "not looked up".to_string())
+            .ok_or(dynref::LookupFailed::NotLookedUp)
     };
     let (v, resolution) = dynref::resolve(&Value::Object(props.clone()), &lookup)
         .map_err(|e| ("InvalidRequest".to_string(), e.to_string()))?;

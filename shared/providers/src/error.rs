@@ -330,6 +330,17 @@ fn looks_like_iam_propagation(message: &str) -> bool {
         || m.contains("does not have required permissions set to api gateway")
 }
 
+/// A call on a bucket that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} of bucket {bucket}: {message}")]
+pub struct BucketError {
+    /// What was being done, e.g. `creating`, `setting the encryption`.
+    pub what: &'static str,
+    pub bucket: String,
+    /// Why, as AWS answered.
+    pub message: String,
+}
+
 /// An error and every source below it, joined with `: `, for people: each said once, a
 /// service's answer (its error metadata, which displays as a Debug dump) as
 /// `Code: message`, and the SDK's wrappers that say nothing (`other`, `service error`,

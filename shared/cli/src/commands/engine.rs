@@ -78,13 +78,24 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// What a file is instead of an executable for an architecture stackflow deploys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum NotAnArch {
+    #[error("not a Linux executable (no ELF header)")]
+    NotElf,
+    #[error("a truncated ELF header")]
+    Truncated,
+    #[error("an executable for ELF machine {0}")]
+    Machine(u16),
+}
+
 /// The architecture (as `--arch` names it) an ELF executable is built for, from its
-/// header's `e_machine`; `Err` with what it is instead.
-fn elf_arch(bytes: &[u8]) -> Result<&'static str, String> {
+/// header's `e_machine`.
+fn elf_arch(bytes: &[u8]) -> Result<&'static str, NotAnArch> {
     if !bytes.starts_with(b"\x7fELF") {
-        return Err("not a Linux executable (no ELF header)".into());
+        return Err(NotAnArch::NotElf);
     }
-    let field = bytes.get(18..20).ok_or("a truncated ELF header")?;
+    let field = bytes.get(18..20).ok_or(NotAnArch::Truncated)?;
     let machine = if bytes.get(5) == Some(&2) {
         u16::from_be_bytes([field[0], field[1]])
     } else {
@@ -93,7 +104,7 @@ fn elf_arch(bytes: &[u8]) -> Result<&'static str, String> {
     match machine {
         62 => Ok("x86_64"),
         183 => Ok("arm64"),
-        other => Err(format!("an executable for ELF machine {other}")),
+        other => Err(NotAnArch::Machine(other)),
     }
 }
 
@@ -330,12 +341,16 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
             deployers: vec![],
         }),
     )?;
-    let caller = if args.deployers.is_empty() && previous_deployers.is_empty() {
-        crate::aws::caller_arn(&config).await
+    // STS is asked only when no deployer is given or recorded.
+    let asked = args.deployers.is_empty() && previous_deployers.is_empty();
+    let caller = if asked {
+        Some(crate::aws::caller_arn(&config).await)
     } else {
-        Err("not asked".into())
+        None
     };
-    scope.deployers = engine_scope::deployers(&args.deployers, previous_deployers, || caller)?;
+    scope.deployers = engine_scope::deployers(&args.deployers, previous_deployers, || {
+        caller.unwrap_or(Err(crate::aws::CallFailed::Incomplete("ARN (not asked)")))
+    })?;
     let mut template_parameters = args.parameters.clone();
     engine_scope::parameters(&scope, &mut template_parameters)?;
     let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;

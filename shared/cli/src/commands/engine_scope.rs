@@ -42,13 +42,14 @@ pub fn principals_of(caller: &str) -> Vec<String> {
 pub fn deployers(
     given: &[String],
     previous: Vec<String>,
-    caller: impl FnOnce() -> Result<String, String>,
+    caller: impl FnOnce() -> Result<String, crate::aws::CallFailed>,
 ) -> anyhow::Result<Vec<String>> {
     let given = split(given);
     for d in &given {
         if !d.starts_with("arn:") || d.split(':').count() < 6 {
             anyhow::bail!(
-                "--deployer {d}: give the ARN of an IAM role or user                  (arn:aws:iam::123456789012:role/deployer; wildcards as ArnLike takes them)"
+                "--deployer {d}: give the ARN of an IAM role or user \
+                 (arn:aws:iam::123456789012:role/deployer; wildcards as ArnLike takes them)"
             );
         }
     }
@@ -65,7 +66,8 @@ pub fn deployers(
     })?;
     let principals = principals_of(&caller);
     eprintln!(
-        "deployers (who may put objects under deploy/ and send Deploy Requested events): {}          (you; --deployer names others)",
+        "deployers (who may put objects under deploy/ and send Deploy Requested events): {} \
+         (you; --deployer names others)",
         principals.join(", ")
     );
     Ok(principals)
@@ -80,11 +82,23 @@ fn split(values: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn check_action(action: &str) -> Result<(), String> {
+/// An `--allow-action` that is not an IAM action of one service.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadAction {
+    #[error(
+        "--allow-action {0}: give an IAM action, service:Action (secretsmanager:GetSecretValue)"
+    )]
+    NoService(String),
+    #[error(
+        "--allow-action {0}: give an IAM action of one service, service:Action (a wildcard in \
+         the action name is taken, none in the service)"
+    )]
+    NotOneService(String),
+}
+
+fn check_action(action: &str) -> Result<(), BadAction> {
     let Some((service, name)) = action.split_once(':') else {
-        return Err(format!(
-            "--allow-action {action}: give an IAM action, service:Action (secretsmanager:GetSecretValue)"
-        ));
+        return Err(BadAction::NoService(action.to_string()));
     };
     let plain = |s: &str| {
         !s.is_empty()
@@ -92,10 +106,7 @@ fn check_action(action: &str) -> Result<(), String> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '*')
     };
     if service.contains('*') || !plain(service) || !plain(name) {
-        return Err(format!(
-            "--allow-action {action}: give an IAM action of one service, service:Action \
-             (a wildcard in the action name is taken, none in the service)"
-        ));
+        return Err(BadAction::NotOneService(action.to_string()));
     }
     Ok(())
 }
@@ -128,7 +139,7 @@ pub fn scope(
         );
     }
     for a in &given.actions {
-        check_action(a).map_err(anyhow::Error::msg)?;
+        check_action(a)?;
     }
     Deployable::new(&given.types).map_err(|e| anyhow::anyhow!("--allow-type {e}"))?;
     Ok(given)
@@ -252,7 +263,7 @@ mod tests {
     #[test]
     fn the_deployers_are_named_or_the_last_ones_or_the_installer() {
         let named = strings(&["arn:aws:iam::123456789012:role/ci"]);
-        let unused = || -> Result<String, String> { panic!("STS is not asked") };
+        let unused = || -> Result<String, crate::aws::CallFailed> { panic!("STS is not asked") };
         assert_eq!(deployers(&named, vec![], unused).unwrap(), named);
         let previous = strings(&["arn:aws:iam::123456789012:user/ops"]);
         assert_eq!(deployers(&[], previous.clone(), unused).unwrap(), previous);
@@ -271,7 +282,7 @@ mod tests {
             e.to_string().starts_with("--deployer ci: give the ARN"),
             "{e}"
         );
-        let e = deployers(&[], vec![], || Err("no credentials".into())).unwrap_err();
+        let e = deployers(&[], vec![], || Err(crate::aws::CallFailed::NoCredentials)).unwrap_err();
         assert!(e.to_string().contains("give --deployer ARN"), "{e}");
     }
 }

@@ -132,19 +132,33 @@ fn overrides(args: &ImportArgs) -> anyhow::Result<IndexMap<String, String>> {
     Ok(out)
 }
 
+/// What is wrong with a resource mapping.
+#[derive(Debug, thiserror::Error)]
+enum BadMapping {
+    #[error("not JSON ({0}); expected {{\"LogicalId\": \"physical-id\", ...}}")]
+    Json(serde_json::Error),
+    #[error("expected a JSON object, {{\"LogicalId\": \"physical-id\", ...}}")]
+    Shape,
+    #[error("the physical id of {id} must be a non-empty string, found {found}")]
+    Id {
+        id: String,
+        found: serde_json::Value,
+    },
+}
+
 /// A resource mapping: a JSON object of logical id to physical id (a string each).
-fn parse_mapping(text: &str) -> Result<IndexMap<String, String>, String> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| format!("not JSON ({e}); expected {{\"LogicalId\": \"physical-id\", ...}}"))?;
+fn parse_mapping(text: &str) -> Result<IndexMap<String, String>, BadMapping> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(BadMapping::Json)?;
     let Some(map) = value.as_object() else {
-        return Err("expected a JSON object, {\"LogicalId\": \"physical-id\", ...}".into());
+        return Err(BadMapping::Shape);
     };
     map.iter()
         .map(|(k, v)| match v.as_str() {
             Some(p) if !p.is_empty() => Ok((k.clone(), p.to_string())),
-            _ => Err(format!(
-                "the physical id of {k} must be a non-empty string, found {v}"
-            )),
+            _ => Err(BadMapping::Id {
+                id: k.clone(),
+                found: v.clone(),
+            }),
         })
         .collect()
 }

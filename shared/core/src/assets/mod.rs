@@ -5,8 +5,8 @@
 mod rewrite;
 
 pub use crate::asset_manifest::{
-    AssetManifest, FileAsset, FileDestination, ImageAsset, ImageDestination, Packaging,
-    Placeholders, load_asset_manifest, parse_asset_manifest,
+    AssetManifest, AssetManifestError, FileAsset, FileDestination, ImageAsset, ImageDestination,
+    Packaging, Placeholders, load_asset_manifest, parse_asset_manifest,
 };
 pub use rewrite::{
     ASSET_PREFIX, BucketMove, Retarget, STACKFLOW_BUCKET_PATTERN, is_cdk_asset_bucket,

@@ -87,12 +87,12 @@ pub enum ResolveError {
     #[error("in the string at {pointer:?}: {error}")]
     Parse { pointer: String, error: DynRefError },
 
-    /// The [`Lookup`] failed; `message` is its error text.
-    #[error("could not resolve {reference} at {pointer:?}: {message}")]
+    /// The [`Lookup`] failed.
+    #[error("could not resolve {reference} at {pointer:?}: {failed}")]
     Lookup {
         pointer: String,
         reference: String,
-        message: String,
+        failed: LookupFailed,
     },
 }
 
@@ -112,17 +112,31 @@ impl DynamicReference {
     }
 }
 
+/// Why a [`Lookup`] has no value for a reference. Its text never holds a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupFailed {
+    /// The reference was not among those looked up before the resolution.
+    #[error("not looked up")]
+    NotLookedUp,
+    /// The service has no such parameter or secret.
+    #[error("{service} not found")]
+    NotFound {
+        /// `ssm`, `ssm-secure` or `secretsmanager`.
+        service: &'static str,
+    },
+}
+
 /// Something that can look up a dynamic reference's value (implemented by the AWS layer;
-/// tests use a map). The error is a message that must not contain any secret value.
+/// tests use a map).
 pub trait Lookup {
-    fn lookup(&self, r: &DynamicReference) -> Result<String, String>;
+    fn lookup(&self, r: &DynamicReference) -> Result<String, LookupFailed>;
 }
 
 impl<F> Lookup for F
 where
-    F: Fn(&DynamicReference) -> Result<String, String>,
+    F: Fn(&DynamicReference) -> Result<String, LookupFailed>,
 {
-    fn lookup(&self, r: &DynamicReference) -> Result<String, String> {
+    fn lookup(&self, r: &DynamicReference) -> Result<String, LookupFailed> {
         self(r)
     }
 }

@@ -119,10 +119,10 @@ fn resolve_string(
     for occ in &occurrences {
         let value = lookup
             .lookup(&occ.reference)
-            .map_err(|message| ResolveError::Lookup {
+            .map_err(|failed| ResolveError::Lookup {
                 pointer: pointer.to_owned(),
                 reference: occ.text.clone(),
-                message,
+                failed,
             })?;
         out.push_str(&s[last..occ.start]);
         out.push_str(&value);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
-use super::{DynamicReference, Lookup};
+use super::{DynamicReference, Lookup, LookupFailed};
 
 pub(super) fn ssm(name: &str, version: Option<&str>) -> DynamicReference {
     DynamicReference::Ssm {
@@ -39,11 +39,13 @@ pub(super) fn sm(
 pub(super) struct MapLookup(HashMap<String, String>);
 
 impl Lookup for MapLookup {
-    fn lookup(&self, r: &DynamicReference) -> Result<String, String> {
+    fn lookup(&self, r: &DynamicReference) -> Result<String, LookupFailed> {
         self.0
             .get(&r.to_string())
             .cloned()
-            .ok_or_else(|| format!("{} not found", r.service()))
+            .ok_or(LookupFailed::NotFound {
+                service: r.service(),
+            })
     }
 }
 

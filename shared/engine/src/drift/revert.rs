@@ -35,7 +35,7 @@ pub(super) async fn revert_one<S: EventStore + 'static>(
     drift: &mut ResourceDrift,
 ) -> Result<(), EngineError> {
     let outcome = match (declined(r, drift), now) {
-        (Some(why), _) => Err(why),
+        (Some(why), _) => Outcome::Declined(why),
         (None, CurrentState::Found(aws)) => {
             let drifted = drifted_keys(drift);
             revert_call(engine, run, &drift.logical_id, r, aws, &drifted).await?
@@ -43,13 +43,21 @@ pub(super) async fn revert_one<S: EventStore + 'static>(
         (None, _) => return Ok(()),
     };
     match outcome {
-        Ok(()) => drift.status = DriftStatus::Reverted,
-        Err(why) => {
+        Outcome::Reverted => drift.status = DriftStatus::Reverted,
+        Outcome::Declined(why) => {
             drift.status = DriftStatus::Declined;
             drift.reason = Some(why);
         }
     }
     Ok(())
+}
+
+/// How a revert of one resource ended, for the report.
+enum Outcome {
+    /// AWS holds the baseline again.
+    Reverted,
+    /// Not done (it cannot be done safely, or the update failed): why.
+    Declined(String),
 }
 
 /// The top-level properties a drift's differences are under.
@@ -79,8 +87,7 @@ pub(super) fn not_revertible(r: &ResourceState) -> Option<String> {
 /// template sets and of those that drifted (`drifted`: a property the template leaves
 /// out, such as an inline policy put on a role out of band, is taken back out). The
 /// intent is appended before the call and the outcome after it (an update that keeps the
-/// baseline, or a failure with its message masked); `Ok(Err(why))` is a decline or a
-/// failed update, for the report, `Err` a store error.
+/// baseline, or a failure with its message masked); `Err` is a store error.
 async fn revert_call<S: EventStore + 'static>(
     engine: &Arc<Engine<S>>,
     run: &CheckRun<'_, S>,
@@ -88,17 +95,17 @@ async fn revert_call<S: EventStore + 'static>(
     r: &ResourceState,
     aws: &Map<String, Value>,
     drifted: &[String],
-) -> Result<Result<(), String>, EngineError> {
+) -> Result<Outcome, EngineError> {
     if let Some(why) = not_revertible(r) {
-        return Ok(Err(why));
+        return Ok(Outcome::Declined(why));
     }
     let resolved = match resolve_dynamic(engine.lookups.as_ref(), &r.properties).await {
         Ok(resolved) => resolved,
-        Err((_, m)) => return Ok(Err(m)),
+        Err((_, m)) => return Ok(Outcome::Declined(m)),
     };
     let provider = match engine.providers.for_recorded(&r.resource_type, r.provider) {
         Ok(provider) => provider,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Outcome::Declined(e.to_string())),
     };
     let step = Step {
         rec: run.rec,
@@ -152,13 +159,13 @@ async fn revert_call<S: EventStore + 'static>(
                 r.baseline.clone(),
             )
             .await?;
-            Ok(Ok(()))
+            Ok(Outcome::Reverted)
         }
         Err(e) => {
             let error = masker.error(&e);
             let why = format!("the update back to the baseline failed: {}", error.message);
             step.failed(Phase::Failed, error).await?;
-            Ok(Err(why))
+            Ok(Outcome::Declined(why))
         }
     }
 }

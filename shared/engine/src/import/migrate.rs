@@ -259,7 +259,7 @@ pub(super) async fn nested_stack<S: EventStore + 'static>(
     };
     let input = match child_input(&d.input, id, &child, nested, &props) {
         Ok(i) => i,
-        Err(why) => return failed(why),
+        Err(why) => return failed(why.to_string()),
     };
     let child_options = ImportOptions {
         force: options.force,

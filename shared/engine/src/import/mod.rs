@@ -293,6 +293,7 @@ async fn run<S: EventStore + 'static>(
                 let props = match resolve(d, &working, &id) {
                     Ok(p) => p,
                     Err(why) => {
+                        let why = why.to_string();
                         report
                             .resources
                             .push(row(&id, &ty, ImportStatus::Failed, Some(why)));
@@ -368,7 +369,10 @@ async fn find_one<S: EventStore + 'static>(
 ) -> (ImportedResource, Option<Found>) {
     let props = match resolve(d, working, id) {
         Ok(p) => p,
-        Err(why) => return (row(id, ty, ImportStatus::Failed, Some(why)), None),
+        Err(why) => {
+            let why = why.to_string();
+            return (row(id, ty, ImportStatus::Failed, Some(why)), None);
+        }
     };
     let routed = match d.engine.providers.route(ty, &props, None) {
         Ok(r) => r,
@@ -496,7 +500,7 @@ fn resolve<S: EventStore + 'static>(
     d: &Deployment<S>,
     working: &StackState,
     id: &str,
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, stackflow_core::error::TemplateError> {
     let env = DeployEnv {
         state: working,
         answers: &d.answers,
@@ -512,7 +516,7 @@ fn resolve<S: EventStore + 'static>(
     );
     resolver
         .resolve_properties(id)
-        .map_err(|e| e.in_file(&d.input.source).to_string())
+        .map_err(|e| e.in_file(&d.input.source))
 }
 
 /// The properties to record for an adopted resource: the template's keys, each with the

@@ -113,32 +113,60 @@ fn decide<'a>(source: &'a Source, adopted: &HashSet<String>) -> Decision<'a> {
     decision
 }
 
+/// Why `Retain` could not be set in a CloudFormation stack's template. `what` names the
+/// template.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RetainError {
+    /// The template could not be read or parsed.
+    #[error(transparent)]
+    Template(#[from] stackflow_core::error::TemplateError),
+    #[error("{what} has no Resources")]
+    NoResources { what: String },
+    #[error("{what} does not declare {id}")]
+    Undeclared { what: String, id: String },
+    #[error("{what} cannot be written as JSON: {message}")]
+    Json { what: String, message: String },
+    #[error(
+        "{what} with Retain is {bytes} bytes, more than the {MAX_TEMPLATE_URL_SIZE} UpdateStack \
+         takes (from S3)"
+    )]
+    TooLarge { what: String, bytes: usize },
+    /// CloudFormation's answer to reading or updating it.
+    #[error(transparent)]
+    CloudFormation(#[from] stackflow_providers::lookups::LookupError),
+}
+
 /// `text` (a template, JSON or YAML) as JSON with `DeletionPolicy` and
 /// `UpdateReplacePolicy` `Retain` on each of `ids`.
-pub(crate) fn with_retain(text: &str, stack: &str, ids: &[String]) -> Result<String, String> {
+pub(crate) fn with_retain(text: &str, stack: &str, ids: &[String]) -> Result<String, RetainError> {
     let what = format!("the template of CloudFormation stack {stack}");
-    let mut template = parse_text(text, &what).map_err(|e| e.to_string())?;
+    let mut template = parse_text(text, &what)?;
     let resources = template
         .get_mut("Resources")
         .and_then(Value::as_object_mut)
-        .ok_or_else(|| format!("{what} has no Resources"))?;
+        .ok_or_else(|| RetainError::NoResources { what: what.clone() })?;
     for id in ids {
         let r = resources
             .get_mut(id)
             .and_then(Value::as_object_mut)
-            .ok_or_else(|| format!("{what} does not declare {id}"))?;
+            .ok_or_else(|| RetainError::Undeclared {
+                what: what.clone(),
+                id: id.clone(),
+            })?;
         r.insert("DeletionPolicy".into(), "Retain".into());
         r.insert("UpdateReplacePolicy".into(), "Retain".into());
     }
     // A body over UpdateStack's inline limit goes by S3 (the lookups' template bucket);
     // one over what S3 can give it cannot be sent at all.
-    let body = serde_json::to_string(&template).map_err(|e| e.to_string())?;
+    let body = serde_json::to_string(&template).map_err(|e| RetainError::Json {
+        what: what.clone(),
+        message: e.to_string(),
+    })?;
     if body.len() > MAX_TEMPLATE_URL_SIZE {
-        return Err(format!(
-            "{what} with Retain is {} bytes, more than the {MAX_TEMPLATE_URL_SIZE} UpdateStack \
-             takes (from S3)",
-            body.len()
-        ));
+        return Err(RetainError::TooLarge {
+            what,
+            bytes: body.len(),
+        });
     }
     Ok(body)
 }
@@ -173,7 +201,7 @@ pub(crate) async fn retire<S: EventStore + 'static>(
         }
         if let Err(why) = retain_in(from, s, ids).await {
             report.outcome = MigrationOutcome::RetainFailed;
-            report.message = retain_failed(source, s, stack, &done, &why);
+            report.message = retain_failed(source, s, stack, &done, &why.to_string());
             return report;
         }
         done.push(&s.stack);
@@ -285,17 +313,11 @@ fn custom_note(custom: &[String]) -> String {
     )
 }
 
-async fn retain_in(from: &MigrateFrom, s: &Source, ids: &[String]) -> Result<(), String> {
-    let text = from
-        .cloudformation
-        .current_template(&s.stack)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn retain_in(from: &MigrateFrom, s: &Source, ids: &[String]) -> Result<(), RetainError> {
+    let text = from.cloudformation.current_template(&s.stack).await?;
     let body = with_retain(&text, &s.stack, ids)?;
-    from.cloudformation
-        .update_template(&s.stack, body)
-        .await
-        .map_err(|e| e.to_string())
+    from.cloudformation.update_template(&s.stack, body).await?;
+    Ok(())
 }
 
 fn retain_failed(

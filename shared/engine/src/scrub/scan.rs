@@ -353,9 +353,16 @@ pub fn clean_value(v: &Value, secrets: &[Secret]) -> Value {
     }
 }
 
-/// The event with its body cleaned, when its body holds a secret (`None` otherwise);
-/// `Err` with the reason when the cleaned body is no longer an event of its type.
-pub fn cleaned_event(event: &Event, secrets: &[Secret]) -> Result<Option<Event>, String> {
+/// An event whose cleaned body is no longer an event of its type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Unrewritable {
+    /// Why its type refuses the cleaned body (the secrets redacted).
+    pub reason: String,
+}
+
+/// The event with its body cleaned, when its body holds a secret (`None` otherwise).
+pub fn cleaned_event(event: &Event, secrets: &[Secret]) -> Result<Option<Event>, Unrewritable> {
     let body = event.to_body();
     if hits(&body, secrets).is_empty() {
         return Ok(None);
@@ -363,7 +370,9 @@ pub fn cleaned_event(event: &Event, secrets: &[Secret]) -> Result<Option<Event>,
     let kind = event.type_name();
     Event::from_body(kind, current_version(kind), clean_value(&body, secrets))
         .map(Some)
-        .map_err(|e| redact(&e.to_string(), secrets))
+        .map_err(|e| Unrewritable {
+            reason: redact(&e.to_string(), secrets),
+        })
 }
 
 /// The `Scrubbed` events that replace every secret the state holds, one per resource (and

@@ -76,9 +76,20 @@ pub fn placeholders(definition: &str) -> BTreeSet<String> {
     out
 }
 
+/// Why a definition could not be read or rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    /// It is not JSON.
+    #[error("the definition is not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A task's `${Name}` placeholder has no ARN in the target.
+    #[error("no ARN given for task {0}")]
+    NoArn(String),
+}
+
 /// Every error name a definition's `Retry` and `Catch` match.
-pub fn error_names(definition: &str) -> Result<BTreeSet<String>, String> {
-    let mut v: Value = serde_json::from_str(definition).map_err(|e| e.to_string())?;
+pub fn error_names(definition: &str) -> Result<BTreeSet<String>, DefinitionError> {
+    let mut v: Value = serde_json::from_str(definition)?;
     let mut out = BTreeSet::new();
     walk_states(&mut v, &mut |state| {
         for key in ["Retry", "Catch"] {
@@ -105,8 +116,8 @@ pub fn error_names(definition: &str) -> Result<BTreeSet<String>, String> {
 }
 
 /// `definition` with its placeholders filled for `target`.
-pub fn render(definition: &str, target: &Target) -> Result<String, String> {
-    let mut v: Value = serde_json::from_str(definition).map_err(|e| e.to_string())?;
+pub fn render(definition: &str, target: &Target) -> Result<String, DefinitionError> {
+    let mut v: Value = serde_json::from_str(definition)?;
     if let Target::Activities(_, heartbeat) = target {
         let heartbeat = *heartbeat;
         walk_states(&mut v, &mut |state| {
@@ -143,11 +154,11 @@ pub fn render(definition: &str, target: &Target) -> Result<String, String> {
     let arns = match target {
         Target::Lambda(m) | Target::Activities(m, _) => m,
     };
-    let mut text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_string_pretty(&v)?;
     for name in placeholders(&text) {
         let arn = arns
             .get(&name)
-            .ok_or_else(|| format!("no ARN given for task {name}"))?;
+            .ok_or_else(|| DefinitionError::NoArn(name.clone()))?;
         text = text.replace(&format!("${{{name}}}"), arn);
     }
     Ok(text)

@@ -61,13 +61,41 @@ pub struct Settings {
     pub allowed_types: Option<Deployable>,
 }
 
+/// Why a function's settings or handlers could not be made (an init error: the function
+/// cannot start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// A required variable is not set.
+    #[error("{name} is not set: it names {what}")]
+    NotSet {
+        name: &'static str,
+        what: &'static str,
+    },
+    /// A variable's value is not one it takes.
+    #[error("{name} is {value:?}: it is {what}")]
+    Invalid {
+        name: &'static str,
+        value: String,
+        what: &'static str,
+    },
+    /// The types the engine may deploy are not a list of patterns.
+    #[error("{ALLOWED_TYPES}: {0}")]
+    AllowedTypes(#[from] stackflow_core::deployable::DeployableError),
+    /// The digest key could not be had.
+    #[error(transparent)]
+    DigestKey(#[from] super::digest::DigestKeyError),
+    /// The engine was shared before it was complete (a defect).
+    #[error("the engine is shared before its digest key is set")]
+    Shared,
+}
+
 impl Settings {
     /// The settings from `var` (the process environment in [`tasks_from_env`]); an error
     /// names the variable and says what it is for.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
-        let required = |name: &str, what: &str| match var(name) {
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Settings, SettingsError> {
+        let required = |name: &'static str, what: &'static str| match var(name) {
             Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-            _ => Err(format!("{name} is not set: it names {what}")),
+            _ => Err(SettingsError::NotSet { name, what }),
         };
         let table = required(TABLE, "the DynamoDB table of stackflow's event store")?;
         let bucket = required(
@@ -80,9 +108,12 @@ impl Settings {
                 "" | "true" | "1" | "yes" => true,
                 "false" | "0" | "no" => false,
                 _ => {
-                    return Err(format!(
-                        "{CFN_FALLBACK} is {v:?}: it is true or false (whether lookups read exports and outputs from CloudFormation when stackflow has not recorded them)"
-                    ));
+                    return Err(SettingsError::Invalid {
+                        name: CFN_FALLBACK,
+                        value: v,
+                        what: "true or false (whether lookups read exports and outputs from \
+                               CloudFormation when stackflow has not recorded them)",
+                    });
                 }
             },
         };
@@ -100,15 +131,15 @@ impl Settings {
         if let Some(role) = &provisioning_role
             && !role.starts_with("arn:")
         {
-            return Err(format!(
-                "{PROVISIONING_ROLE} is {role:?}: it is the ARN of the IAM role the engine provisions resources with"
-            ));
+            return Err(SettingsError::Invalid {
+                name: PROVISIONING_ROLE,
+                value: role.clone(),
+                what: "the ARN of the IAM role the engine provisions resources with",
+            });
         }
         let allowed_types = match var(ALLOWED_TYPES) {
             None => None,
-            Some(list) => {
-                Some(Deployable::from_list(&list).map_err(|e| format!("{ALLOWED_TYPES}: {e}"))?)
-            }
+            Some(list) => Some(Deployable::from_list(&list)?),
         };
         Ok(Settings {
             table,
@@ -122,7 +153,7 @@ impl Settings {
     }
 
     /// The handlers on `config`'s clients.
-    pub fn tasks(&self, config: &SdkConfig) -> Result<Tasks<DynamoStore>, String> {
+    pub fn tasks(&self, config: &SdkConfig) -> Result<Tasks<DynamoStore>, SettingsError> {
         self.tasks_with(config, config)
     }
 
@@ -132,11 +163,15 @@ impl Settings {
         &self,
         config: &SdkConfig,
         provisioning: &SdkConfig,
-    ) -> Result<Tasks<DynamoStore>, String> {
-        let region = config
-            .region()
-            .map(|r| r.as_ref().to_string())
-            .ok_or_else(|| "AWS_REGION is not set: it names the region deployed to".to_string())?;
+    ) -> Result<Tasks<DynamoStore>, SettingsError> {
+        let region =
+            config
+                .region()
+                .map(|r| r.as_ref().to_string())
+                .ok_or(SettingsError::NotSet {
+                    name: "AWS_REGION",
+                    what: "the region deployed to",
+                })?;
         let s3 = s3_client(config);
         let store = DynamoStore::new(
             aws_sdk_dynamodb::Client::new(config),
@@ -221,21 +256,24 @@ fn response_session(base: &SdkConfig, role: &str) -> stackflow_providers::custom
                 .await
                 .provide_credentials()
                 .await
-                .map_err(|e| format!("{}", aws_sdk_s3::error::DisplayErrorContext(e)))
+                .map_err(|e| {
+                    stackflow_providers::error::ProviderError::Transient(
+                        stackflow_providers::error::error_chain(&e),
+                    )
+                })
         })
     })
 }
 
 /// The handlers of a Lambda function: [`Settings`] from the process environment, on the
 /// AWS configuration loaded once from it.
-pub async fn tasks_from_env() -> Result<Tasks<DynamoStore>, String> {
+pub async fn tasks_from_env() -> Result<Tasks<DynamoStore>, SettingsError> {
     let settings = Settings::from_vars(|name| std::env::var(name).ok())?;
     let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
     let provisioning = settings.provisioning_config(&config).await;
     let mut tasks = settings.tasks_with(&config, &provisioning)?;
     let key = super::digest::bucket_key(&tasks.s3, &tasks.bucket).await?;
-    let engine = Arc::get_mut(&mut tasks.engine)
-        .ok_or_else(|| "the engine is shared before its digest key is set".to_string())?;
+    let engine = Arc::get_mut(&mut tasks.engine).ok_or(SettingsError::Shared)?;
     engine.digest_key = Some(key);
     Ok(tasks)
 }
@@ -288,7 +326,9 @@ mod tests {
         let s = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "")]));
         let none = s.unwrap().allowed_types.unwrap();
         assert!(!none.permits("AWS::SNS::Topic"), "set and empty: nothing");
-        let e = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "sns")])).unwrap_err();
+        let e = Settings::from_vars(vars(&[base[0], base[1], (ALLOWED_TYPES, "sns")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("STACKFLOW_ALLOWED_TYPES: 'sns'"), "{e}");
     }
 
@@ -299,7 +339,8 @@ mod tests {
         let s = Settings::from_vars(vars(&[base[0], base[1], (PROVISIONING_ROLE, role)]));
         assert_eq!(s.unwrap().provisioning_role.as_deref(), Some(role));
         let e = Settings::from_vars(vars(&[base[0], base[1], (PROVISIONING_ROLE, "admin")]))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("STACKFLOW_PROVISIONING_ROLE is \"admin\""),
             "{e}"
@@ -310,10 +351,14 @@ mod tests {
 
     #[test]
     fn a_missing_variable_is_named_with_its_purpose() {
-        let e = Settings::from_vars(vars(&[(BUCKET, "engine")])).unwrap_err();
+        let e = Settings::from_vars(vars(&[(BUCKET, "engine")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("STACKFLOW_TABLE is not set"), "{e}");
         assert!(e.contains("DynamoDB table"), "{e}");
-        let e = Settings::from_vars(vars(&[(TABLE, "events"), (BUCKET, " ")])).unwrap_err();
+        let e = Settings::from_vars(vars(&[(TABLE, "events"), (BUCKET, " ")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("STACKFLOW_BUCKET is not set"), "{e}");
         assert!(e.contains("bucket"), "{e}");
     }
@@ -327,7 +372,7 @@ mod tests {
         assert_eq!(with("false"), Ok(false));
         assert_eq!(with("0"), Ok(false));
         assert_eq!(with("TRUE"), Ok(true));
-        let e = with("maybe").unwrap_err();
+        let e = with("maybe").unwrap_err().to_string();
         assert!(e.starts_with("STACKFLOW_CFN_FALLBACK is \"maybe\""), "{e}");
     }
 
@@ -337,7 +382,7 @@ mod tests {
         let config = SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
             .build();
-        let e = s.tasks(&config).err().unwrap();
+        let e = s.tasks(&config).err().unwrap().to_string();
         assert!(e.starts_with("AWS_REGION is not set"), "{e}");
     }
 

@@ -18,11 +18,32 @@ pub fn activity_name(prefix: &str, task: &str) -> String {
     format!("{prefix}-{task}")
 }
 
+/// A Step Functions call about the activities that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call}: {message}")]
+pub struct ActivityError {
+    /// The call, e.g. `ListActivities`, `CreateActivity NAME`.
+    pub call: String,
+    /// Why, as AWS answered.
+    pub message: String,
+}
+
+fn activity_error<E, R>(call: String, e: &aws_sdk_sfn::error::SdkError<E, R>) -> ActivityError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    ActivityError {
+        call,
+        message: stackflow_providers::error::error_chain(e),
+    }
+}
+
 /// Creates (or finds) one activity per task; returns task name to activity ARN.
 pub async fn ensure_activities(
     sfn: &Client,
     prefix: &str,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<BTreeMap<String, String>, ActivityError> {
     // Existing activities first: `CreateActivity` is idempotent on AWS, not everywhere.
     let mut existing: BTreeMap<String, String> = BTreeMap::new();
     let mut next: Option<String> = None;
@@ -32,12 +53,7 @@ pub async fn ensure_activities(
             .set_next_token(next.clone())
             .send()
             .await
-            .map_err(|e| {
-                format!(
-                    "ListActivities: {}",
-                    aws_sdk_sfn::error::DisplayErrorContext(e)
-                )
-            })?;
+            .map_err(|e| activity_error("ListActivities".to_string(), &e))?;
         for a in page.activities() {
             existing.insert(a.name().to_string(), a.activity_arn().to_string());
         }
@@ -56,12 +72,7 @@ pub async fn ensure_activities(
                     .name(&name)
                     .send()
                     .await
-                    .map_err(|e| {
-                        format!(
-                            "CreateActivity {name}: {}",
-                            aws_sdk_sfn::error::DisplayErrorContext(e)
-                        )
-                    })?
+                    .map_err(|e| activity_error(format!("CreateActivity {name}"), &e))?
                     .activity_arn
             }
         };

@@ -480,7 +480,8 @@ impl EventStore for DynamoStore {
             .consistent_read(true);
         let mut events = Vec::new();
         for item in self.query_all("Query (events)", query).await? {
-            let held = pages::entries(&item).map_err(|e| self.malformed_item(stream, &e))?;
+            let held =
+                pages::entries(&item).map_err(|e| self.malformed_item(stream, &e.to_string()))?;
             for entry in held {
                 let event = self.stored_event(stream, entry).await?;
                 // The first page may begin below the positions asked for.

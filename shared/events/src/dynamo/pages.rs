@@ -96,20 +96,23 @@ pub(super) fn set_body(entry: &mut Item, body: &Body) {
     };
 }
 
+/// What is wrong with a page item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum MalformedPage {
+    #[error("a page's `events` is not a list")]
+    NotAList,
+    #[error("an entry of a page's `events` is not a map")]
+    NotAMap,
+}
+
 /// The events an item of the `e#` range holds: a page's entries, or the item itself.
-pub(super) fn entries(item: &Item) -> Result<Vec<&Item>, String> {
+pub(super) fn entries(item: &Item) -> Result<Vec<&Item>, MalformedPage> {
     let Some(list) = item.get(EVENTS) else {
         return Ok(vec![item]);
     };
-    let list = list
-        .as_l()
-        .map_err(|_| "a page's `events` is not a list".to_string())?;
+    let list = list.as_l().map_err(|_| MalformedPage::NotAList)?;
     list.iter()
-        .map(|entry| {
-            entry
-                .as_m()
-                .map_err(|_| "an entry of a page's `events` is not a map".to_string())
-        })
+        .map(|entry| entry.as_m().map_err(|_| MalformedPage::NotAMap))
         .collect()
 }
 

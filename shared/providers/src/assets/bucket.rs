@@ -64,15 +64,27 @@ pub struct BucketReport {
     pub changed: Vec<String>,
 }
 
-fn failed<E: std::error::Error + 'static, R: std::fmt::Debug>(
-    what: &str,
+pub use crate::error::BucketError;
+
+fn failed<E: std::error::Error + 'static, R: std::fmt::Debug + 'static>(
+    what: &'static str,
     bucket: &str,
     e: &aws_sdk_s3::error::SdkError<E, R>,
-) -> String {
-    format!(
-        "{what} of bucket {bucket}: {}",
-        aws_sdk_s3::error::DisplayErrorContext(e)
-    )
+) -> BucketError {
+    BucketError {
+        what,
+        bucket: bucket.to_string(),
+        message: crate::error::error_chain(e),
+    }
+}
+
+/// A request of `what` that could not be built (a builder's missing field).
+fn unbuilt(what: &'static str, bucket: &str, e: &aws_sdk_s3::error::BuildError) -> BucketError {
+    BucketError {
+        what,
+        bucket: bucket.to_string(),
+        message: e.to_string(),
+    }
 }
 
 /// Where `bucket`'s tag says the region's assets go: `None` when the bucket does not
@@ -80,7 +92,7 @@ fn failed<E: std::error::Error + 'static, R: std::fmt::Debug>(
 pub async fn asset_storage(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
-) -> Result<Option<AssetStorage>, String> {
+) -> Result<Option<AssetStorage>, BucketError> {
     match s3.get_bucket_tagging().bucket(bucket).send().await {
         Ok(out) => Ok(out
             .tag_set()
@@ -103,7 +115,7 @@ pub async fn ensure_bucket(
     bucket: &str,
     region: &str,
     storage: Option<AssetStorage>,
-) -> Result<BucketReport, String> {
+) -> Result<BucketReport, BucketError> {
     let mut report = BucketReport {
         bucket: bucket.to_string(),
         ..BucketReport::default()
@@ -145,7 +157,7 @@ async fn create_if_missing(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     region: &str,
-) -> Result<bool, String> {
+) -> Result<bool, BucketError> {
     match s3.head_bucket().bucket(bucket).send().await {
         Ok(_) => return Ok(false),
         Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => {}
@@ -166,7 +178,7 @@ async fn create_if_missing(
     }
 }
 
-async fn ensure_encryption(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool, String> {
+async fn ensure_encryption(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool, BucketError> {
     if let Ok(out) = s3.get_bucket_encryption().bucket(bucket).send().await
         && out
             .server_side_encryption_configuration()
@@ -177,7 +189,7 @@ async fn ensure_encryption(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool
     let by_default = ServerSideEncryptionByDefault::builder()
         .sse_algorithm(ServerSideEncryption::Aes256)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unbuilt("setting the encryption", bucket, &e))?;
     let config = ServerSideEncryptionConfiguration::builder()
         .rules(
             ServerSideEncryptionRule::builder()
@@ -185,7 +197,7 @@ async fn ensure_encryption(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool
                 .build(),
         )
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unbuilt("setting the encryption", bucket, &e))?;
     s3.put_bucket_encryption()
         .bucket(bucket)
         .server_side_encryption_configuration(config)
@@ -195,7 +207,10 @@ async fn ensure_encryption(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool
     Ok(true)
 }
 
-async fn ensure_public_access_block(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool, String> {
+async fn ensure_public_access_block(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+) -> Result<bool, BucketError> {
     if let Ok(out) = s3.get_public_access_block().bucket(bucket).send().await
         && let Some(c) = out.public_access_block_configuration()
         && [
@@ -261,7 +276,7 @@ pub fn lifecycle_rules() -> Vec<LifecycleRule> {
 }
 
 /// Puts stackflow's rules beside the bucket's other rules, when one is missing.
-async fn ensure_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool, String> {
+async fn ensure_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool, BucketError> {
     let ours = lifecycle_rules();
     let existing: Vec<LifecycleRule> = s3
         .get_bucket_lifecycle_configuration()
@@ -284,7 +299,7 @@ async fn ensure_lifecycle(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<bool,
     let config = BucketLifecycleConfiguration::builder()
         .set_rules(Some(rules))
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unbuilt("setting the lifecycle rules", bucket, &e))?;
     s3.put_bucket_lifecycle_configuration()
         .bucket(bucket)
         .lifecycle_configuration(config)
@@ -298,7 +313,7 @@ async fn ensure_tag(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     storage: AssetStorage,
-) -> Result<bool, String> {
+) -> Result<bool, BucketError> {
     let existing: Vec<Tag> = match s3.get_bucket_tagging().bucket(bucket).send().await {
         Ok(out) => out.tag_set().to_vec(),
         Err(_) => Vec::new(),
@@ -319,12 +334,12 @@ async fn ensure_tag(
             .key(ASSET_STORAGE_TAG)
             .value(value)
             .build()
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| unbuilt("tagging", bucket, &e))?,
     );
     let tagging = Tagging::builder()
         .set_tag_set(Some(tags))
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unbuilt("tagging", bucket, &e))?;
     s3.put_bucket_tagging()
         .bucket(bucket)
         .tagging(tagging)

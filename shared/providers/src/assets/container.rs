@@ -123,33 +123,60 @@ pub fn image_jobs(manifest: &AssetManifest, at: &Placeholders) -> Vec<ImageJob> 
     out
 }
 
+/// Why an image cannot be published.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageProblem {
+    #[error(
+        "container image asset {asset} ({uri}) is made by a command (`source.executable`), \
+         which stackflow does not run"
+    )]
+    MadeByCommand { asset: String, uri: String },
+    #[error(
+        "container image asset {asset} needs a container engine to build it and push it to \
+         {uri}: install docker (or podman, finch), or set {CONTAINER_CLI_ENV} to its command"
+    )]
+    NoEngine { asset: String, uri: String },
+}
+
+/// Why images were not published.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    /// Some cannot be (found before anything is written): each, one a line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Cannot(Vec<ImageProblem>),
+    /// A command could not be started.
+    #[error("container image asset {asset}: {program}: {message}")]
+    NotStarted {
+        asset: String,
+        program: String,
+        message: String,
+    },
+    /// A command failed.
+    #[error("container image asset {asset}: `{command}` failed ({status})")]
+    Failed {
+        asset: String,
+        command: String,
+        status: String,
+    },
+}
+
 /// Fails, before anything is written to AWS, when images are to be published and
 /// cannot be: no container engine (`cli` is `None`), or an image made by a command.
-/// The message names every such image and what it needs.
-pub fn check_images(jobs: &[ImageJob], cli: Option<&str>) -> Result<(), String> {
+/// The error names every such image and what it needs.
+pub fn check_images(jobs: &[ImageJob], cli: Option<&str>) -> Result<(), ImageError> {
     let mut problems = Vec::new();
     for job in jobs {
+        let (asset, uri) = (job.asset.clone(), job.uri());
         if job.directory.is_none() {
-            problems.push(format!(
-                "container image asset {} ({}) is made by a command (`source.executable`), \
-                 which stackflow does not run",
-                job.asset,
-                job.uri()
-            ));
+            problems.push(ImageProblem::MadeByCommand { asset, uri });
         } else if cli.is_none() {
-            problems.push(format!(
-                "container image asset {} needs a container engine to build it and push it \
-                 to {}: install docker (or podman, finch), or set {CONTAINER_CLI_ENV} to \
-                 its command",
-                job.asset,
-                job.uri()
-            ));
+            problems.push(ImageProblem::NoEngine { asset, uri });
         }
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(ImageError::Cannot(problems))
     }
 }
 
@@ -186,7 +213,7 @@ pub fn commands(cli: &str, job: &ImageJob) -> Vec<Vec<String>> {
 
 /// Builds and pushes every image with `cli`, one after the other (builds share the
 /// engine's cache). Returns how many were pushed.
-pub async fn publish_images(cli: &str, jobs: &[ImageJob]) -> Result<usize, String> {
+pub async fn publish_images(cli: &str, jobs: &[ImageJob]) -> Result<usize, ImageError> {
     check_images(jobs, Some(cli))?;
     for job in jobs {
         let dir = job.directory.clone().unwrap_or_default();
@@ -197,13 +224,17 @@ pub async fn publish_images(cli: &str, jobs: &[ImageJob]) -> Result<usize, Strin
                 .stdin(std::process::Stdio::null())
                 .status()
                 .await
-                .map_err(|e| format!("container image asset {}: {}: {e}", job.asset, line[0]))?;
+                .map_err(|e| ImageError::NotStarted {
+                    asset: job.asset.clone(),
+                    program: line[0].clone(),
+                    message: e.to_string(),
+                })?;
             if !status.success() {
-                return Err(format!(
-                    "container image asset {}: `{}` failed ({status})",
-                    job.asset,
-                    line.join(" ")
-                ));
+                return Err(ImageError::Failed {
+                    asset: job.asset.clone(),
+                    command: line.join(" "),
+                    status: status.to_string(),
+                });
             }
         }
     }
@@ -278,7 +309,7 @@ mod tests {
 
     #[test]
     fn without_an_engine_each_image_is_named_with_what_it_needs() {
-        let e = check_images(&jobs(), None).unwrap_err();
+        let e = check_images(&jobs(), None).unwrap_err().to_string();
         assert!(e.contains("Service/Image"), "{e}");
         assert!(e.contains(CONTAINER_CLI_ENV) && e.contains("docker"), "{e}");
         assert!(check_images(&jobs(), Some("docker")).is_ok());
@@ -286,6 +317,10 @@ mod tests {
         let mut made = jobs();
         made[0].directory = None;
         let e = check_images(&made, Some("docker")).unwrap_err();
-        assert!(e.contains("source.executable"), "{e}");
+        assert!(
+            matches!(&e, ImageError::Cannot(p) if matches!(p[..], [ImageProblem::MadeByCommand { .. }])),
+            "{e}"
+        );
+        assert!(e.to_string().contains("source.executable"), "{e}");
     }
 }

@@ -100,8 +100,11 @@ use transport::{Delivery, Transport};
 
 /// What runs once, before the provider's first request: typically making sure the
 /// response bucket exists ([`CustomResourceProvider::with_first_use`]).
-pub type FirstUse =
-    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+pub type FirstUse = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), crate::error::BucketError>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Where the credentials that sign a `ResponseURL` come from when the provider's own
 /// are a role session that may end sooner than the handler's time to answer (a presigned
@@ -110,9 +113,9 @@ pub type FirstUse =
 pub type ResponseSession = Arc<
     dyn Fn(
             Duration,
-        )
-            -> Pin<Box<dyn Future<Output = Result<aws_sdk_s3::config::Credentials, String>> + Send>>
-        + Send
+        ) -> Pin<
+            Box<dyn Future<Output = Result<aws_sdk_s3::config::Credentials, ProviderError>> + Send>,
+        > + Send
         + Sync,
 >;
 
@@ -342,7 +345,7 @@ impl CustomResourceProvider {
             once.done
                 .get_or_try_init(|| (once.hook)())
                 .await
-                .map_err(ProviderError::InvalidRequest)?;
+                .map_err(|e| ProviderError::InvalidRequest(e.to_string()))?;
         }
         let request_id = if request.token.is_empty() {
             random_request_id()

@@ -140,7 +140,10 @@ impl Transport {
             None => self.s3.clone(),
             Some(session) => {
                 let credentials = (session.0)(expires).await.map_err(|e| {
-                    ProviderError::Transient(format!("a session to sign the ResponseURL with: {e}"))
+                    ProviderError::Transient(format!(
+                        "a session to sign the ResponseURL with: {}",
+                        e.message()
+                    ))
                 })?;
                 expires = validity(std::time::SystemTime::now(), expires, credentials.expiry());
                 let provider = aws_sdk_s3::config::SharedCredentialsProvider::new(credentials);

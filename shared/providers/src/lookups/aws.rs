@@ -321,17 +321,27 @@ impl AwsLookups {
     }
 }
 
+/// Why a secret's JSON key could not be read: the rest of a sentence about the secret,
+/// which never quotes its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoJsonKey {
+    #[error("is not a JSON object, so it has no key {0:?}")]
+    NotAnObject(String),
+    #[error("has no key {0:?}")]
+    Missing(String),
+}
+
 /// The value of `key` in the JSON object `text`: a string as it is, any other JSON value
-/// as JSON text. The error (the rest of a sentence) never quotes `text`.
-fn pick_json_key(text: &str, key: &str) -> Result<String, String> {
+/// as JSON text.
+fn pick_json_key(text: &str, key: &str) -> Result<String, NoJsonKey> {
     let object = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(object)) => object,
-        _ => return Err(format!("is not a JSON object, so it has no key {key:?}")),
+        _ => return Err(NoJsonKey::NotAnObject(key.to_string())),
     };
     match object.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(other) => Ok(other.to_string()),
-        None => Err(format!("has no key {key:?}")),
+        None => Err(NoJsonKey::Missing(key.to_string())),
     }
 }
 
@@ -371,9 +381,9 @@ impl Lookups for AwsLookups {
             self.ec2
                 .availability_zones(region)
                 .await
-                .map_err(|message| LookupError {
+                .map_err(|e| LookupError {
                     what: format!("availability zones of {region}"),
-                    message,
+                    message: e.message().to_string(),
                 })
         })
     }
@@ -438,8 +448,8 @@ mod tests {
         assert_eq!(pick_json_key(secret, "password").unwrap(), "hunter2");
         assert_eq!(pick_json_key(secret, "port").unwrap(), "5432");
         let err = pick_json_key(secret, "missing").unwrap_err();
-        assert_eq!(err, "has no key \"missing\"");
+        assert_eq!(err.to_string(), "has no key \"missing\"");
         let err = pick_json_key("hunter2", "password").unwrap_err();
-        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }

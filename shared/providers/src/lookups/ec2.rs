@@ -67,7 +67,7 @@ impl Ec2 {
     /// with backoff ([`lookup_retry_policy`]); any other error fails at once. The error
     /// is the service's `Code: message`, or for a call that got no answer, the endpoint
     /// and why.
-    pub async fn availability_zones(&self, region: &str) -> Result<Vec<String>, String> {
+    pub async fn availability_zones(&self, region: &str) -> Result<Vec<String>, ProviderError> {
         let conf = aws_sdk_ec2::config::Builder::from(&self.config)
             .region(Region::new(region.to_string()))
             .build();
@@ -83,7 +83,6 @@ impl Ec2 {
         })
         .await
         .map(|out| usable_zones(out.availability_zones()))
-        .map_err(|e| e.message().to_string())
     }
 }
 

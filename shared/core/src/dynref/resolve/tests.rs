@@ -3,7 +3,8 @@ use serde_json::{Value, json};
 
 use crate::dynref::testing::{map_lookup, reference};
 use crate::dynref::{
-    DynRefError, DynamicReference, Record, ResolveError, contains_dynamic_reference, resolve,
+    DynRefError, DynamicReference, LookupFailed, Record, ResolveError, contains_dynamic_reference,
+    resolve,
 };
 
 #[test]
@@ -107,7 +108,7 @@ fn resolve_errors_name_pointer_and_reference() {
         ResolveError::Lookup {
             pointer: "/P/k~11/0".into(),
             reference: "{{resolve:ssm:missing}}".into(),
-            message: "ssm not found".into(),
+            failed: LookupFailed::NotFound { service: "ssm" },
         }
     );
     let msg = err.to_string();
@@ -128,7 +129,8 @@ fn resolve_errors_name_pointer_and_reference() {
 
 #[test]
 fn closures_are_lookups() {
-    let lookup = |r: &DynamicReference| -> Result<String, String> { Ok(r.service().to_owned()) };
+    let lookup =
+        |r: &DynamicReference| -> Result<String, LookupFailed> { Ok(r.service().to_owned()) };
     let (out, _) = resolve(&json!("{{resolve:ssm:a}}"), &lookup).unwrap();
     assert_eq!(out, json!("ssm"));
 }
@@ -184,7 +186,7 @@ fn json_tree() -> impl Strategy<Value = Value> {
 
 /// Secret values look like `S3CRET<n>`, others `plain<n>`; some values contain a
 /// reference themselves.
-fn test_lookup(r: &DynamicReference) -> Result<String, String> {
+fn test_lookup(r: &DynamicReference) -> Result<String, LookupFailed> {
     let text = r.to_string();
     let n = text.len() % 17;
     Ok(if r.is_secret() {

@@ -291,7 +291,7 @@ fn read_stack(
     let template = |e: String| TaskError::new(ErrorKind::Template, format!("{file}: {e}"));
     std::fs::create_dir_all(dir).map_err(|e| template(e.to_string()))?;
     let path = if file.ends_with(".zip") {
-        unzip::extract(bytes, dir).map_err(template)?;
+        unzip::extract(bytes, dir).map_err(|e| template(e.to_string()))?;
         dir.to_path_buf()
     } else {
         let path = dir.join(file);

@@ -69,8 +69,26 @@ pub struct DeployRequested {
 /// The detail-type of a deploy request.
 pub const DEPLOY_REQUESTED: &str = "Deploy Requested";
 
+/// Why an event starts no deploy (it is answered, not failed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoDeploy {
+    #[error("s3://{bucket}/{key} is not in the engine's bucket")]
+    NotOurBucket { bucket: String, key: String },
+    #[error("{0} is not a template or a zipped cdk.out under deploy/<stack>/")]
+    NotStaged(String),
+    #[error(
+        "a Deploy Requested event for stack {stack} names {key}: it deploys only a template or \
+         zipped cdk.out under deploy/{stack}/"
+    )]
+    OtherStack { stack: String, key: String },
+    #[error("an event {kind:?} from {sender:?} does not start a deploy")]
+    NotADeployEvent { kind: String, sender: String },
+    #[error("an event from account {account:?} does not start a deploy in account {own}")]
+    OtherAccount { account: String, own: String },
+}
+
 /// What the event asks for: a launch, or nothing (why).
-pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String>, TaskError> {
+pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, NoDeploy>, TaskError> {
     let name = execution_name("ev", &event.id);
     let account = Some(event.account.clone()).filter(|a| !a.is_empty());
     match (event.source.as_str(), event.detail_type.as_str()) {
@@ -82,12 +100,13 @@ pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String
                 ));
             };
             if b != bucket {
-                return Ok(Err(format!("s3://{b}/{key} is not in the engine's bucket")));
+                return Ok(Err(NoDeploy::NotOurBucket {
+                    bucket: b.to_string(),
+                    key: key.to_string(),
+                }));
             }
             let Some(stack) = stack_of_key(key) else {
-                return Ok(Err(format!(
-                    "{key} is not a template or a zipped cdk.out under deploy/<stack>/"
-                )));
+                return Ok(Err(NoDeploy::NotStaged(key.to_string())));
             };
             Ok(Ok(Launch {
                 stack,
@@ -110,11 +129,10 @@ pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String
             // An event deploys only what a deployer put under deploy/<its stack>/: the
             // bucket lets no one else write there.
             if stack_of_key(&d.key).as_deref() != Some(d.stack.as_str()) {
-                return Ok(Err(format!(
-                    "a Deploy Requested event for stack {} names {}: it deploys only a \
-                     template or zipped cdk.out under deploy/{}/",
-                    d.stack, d.key, d.stack
-                )));
+                return Ok(Err(NoDeploy::OtherStack {
+                    stack: d.stack,
+                    key: d.key,
+                }));
             }
             Ok(Ok(Launch {
                 stack: d.stack,
@@ -125,24 +143,25 @@ pub fn launch_of(event: &BusEvent, bucket: &str) -> Result<Result<Launch, String
                 no_rollback: d.no_rollback,
             }))
         }
-        (source, kind) => Ok(Err(format!(
-            "an event {kind:?} from {source:?} does not start a deploy"
-        ))),
+        (source, kind) => Ok(Err(NoDeploy::NotADeployEvent {
+            kind: kind.to_string(),
+            sender: source.to_string(),
+        })),
     }
 }
 
 /// `Err` saying why when `event` was not sent in the account of `machine` (the deploy
 /// state machine's ARN, `arn:<partition>:states:<region>:<account>:...`): a bus that
 /// takes other accounts' events does not let them start a deploy here.
-pub fn from_own_account(event: &BusEvent, machine: &str) -> Result<(), String> {
+pub fn from_own_account(event: &BusEvent, machine: &str) -> Result<(), NoDeploy> {
     let own = machine.split(':').nth(4).unwrap_or_default();
     if own.is_empty() || event.account == own {
         Ok(())
     } else {
-        Err(format!(
-            "an event from account {:?} does not start a deploy in account {own}",
-            event.account
-        ))
+        Err(NoDeploy::OtherAccount {
+            account: event.account.clone(),
+            own: own.to_string(),
+        })
     }
 }
 
@@ -204,6 +223,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 Ok(serde_json::to_value(started).unwrap_or(Value::Null))
             }
             Err(why) => {
+                let why = why.to_string();
                 tracing::info!(event = %event.id, why, "the event starts no deploy");
                 Ok(serde_json::json!({"started": false, "reason": why}))
             }
@@ -325,13 +345,13 @@ mod tests {
             "deploy/orders/parameters.json",
         ] {
             e.detail = serde_json::json!({"version": "1", "stack": "orders", "key": key});
-            let why = launch_of(&e, "engine").unwrap().unwrap_err();
+            let why = launch_of(&e, "engine").unwrap().unwrap_err().to_string();
             assert!(why.contains("under deploy/orders/"), "{key}: {why}");
         }
         let machine = "arn:aws:states:us-east-1:123456789012:stateMachine:stackflow-deploy";
         assert_eq!(from_own_account(&e, machine), Ok(()));
         e.account = "999999999999".into();
-        let why = from_own_account(&e, machine).unwrap_err();
+        let why = from_own_account(&e, machine).unwrap_err().to_string();
         assert!(why.contains("account \"999999999999\""), "{why}");
     }
 }

@@ -14,6 +14,63 @@ const END_OF_DIRECTORY: u32 = 0x0605_4b50;
 const DIRECTORY_ENTRY: u32 = 0x0201_4b50;
 const LOCAL_HEADER: u32 = 0x0403_4b50;
 
+/// Why an archive could not be read or extracted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ZipError {
+    #[error("the zip archive is truncated")]
+    Truncated,
+    #[error("not a zip archive (no end of central directory)")]
+    NotAZip,
+    #[error("zip64 archives are not supported")]
+    Zip64,
+    #[error("the zip archive's central directory is damaged")]
+    DamagedDirectory,
+    #[error("encrypted zip entries are not supported")]
+    Encrypted,
+    /// Something wrong with one entry (named).
+    #[error("{entry}: {problem}")]
+    Entry {
+        entry: String,
+        problem: EntryProblem,
+    },
+    #[error("the archive inflates past {MAX_UNZIPPED} bytes: not extracted")]
+    TooLarge,
+    /// A file or folder could not be written.
+    #[error("{path}: {message}")]
+    Write { path: String, message: String },
+}
+
+/// What is wrong with one entry of an archive.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryProblem {
+    #[error("its local header is damaged")]
+    DamagedHeader,
+    #[error("the zip archive is truncated")]
+    Truncated,
+    #[error("cannot inflate: {0}")]
+    Inflate(String),
+    #[error("its size is not what the zip says")]
+    Size,
+    #[error("compression method {0} is not supported")]
+    Method(u16),
+    #[error("the entry's path leaves the archive's directory")]
+    Outside,
+}
+
+fn entry_error(entry: &Entry, problem: EntryProblem) -> ZipError {
+    ZipError::Entry {
+        entry: entry.name.clone(),
+        problem,
+    }
+}
+
+fn written(path: &Path, e: std::io::Error) -> ZipError {
+    ZipError::Write {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
 /// One file of an archive, as its central directory describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -25,46 +82,46 @@ pub struct Entry {
     local_offset: u64,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Result<u16, String> {
+fn u16_at(b: &[u8], at: usize) -> Result<u16, ZipError> {
     b.get(at..at + 2)
         .map(|s| u16::from_le_bytes([s[0], s[1]]))
-        .ok_or_else(|| "the zip archive is truncated".to_string())
+        .ok_or(ZipError::Truncated)
 }
 
-fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
+fn u32_at(b: &[u8], at: usize) -> Result<u32, ZipError> {
     b.get(at..at + 4)
         .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or_else(|| "the zip archive is truncated".to_string())
+        .ok_or(ZipError::Truncated)
 }
 
 /// The archive's entries, from its central directory.
-pub fn entries(zip: &[u8]) -> Result<Vec<Entry>, String> {
+pub fn entries(zip: &[u8]) -> Result<Vec<Entry>, ZipError> {
     // The end-of-directory record is 22 bytes plus a comment of up to 64 KiB.
     let floor = zip.len().saturating_sub(22 + 65_535);
     let end = (floor..zip.len().saturating_sub(21))
         .rev()
         .find(|&i| u32_at(zip, i).is_ok_and(|s| s == END_OF_DIRECTORY))
-        .ok_or_else(|| "not a zip archive (no end of central directory)".to_string())?;
+        .ok_or(ZipError::NotAZip)?;
     let count = u16_at(zip, end + 10)?;
     let mut at = u32_at(zip, end + 16)? as usize;
     if count == u16::MAX || at == u32::MAX as usize {
-        return Err("zip64 archives are not supported".into());
+        return Err(ZipError::Zip64);
     }
     let mut out = Vec::with_capacity(count as usize);
     for _ in 0..count {
         if u32_at(zip, at)? != DIRECTORY_ENTRY {
-            return Err("the zip archive's central directory is damaged".into());
+            return Err(ZipError::DamagedDirectory);
         }
         let flags = u16_at(zip, at + 8)?;
         if flags & 1 != 0 {
-            return Err("encrypted zip entries are not supported".into());
+            return Err(ZipError::Encrypted);
         }
         let name_len = u16_at(zip, at + 28)? as usize;
         let extra_len = u16_at(zip, at + 30)? as usize;
         let comment_len = u16_at(zip, at + 32)? as usize;
         let name = zip
             .get(at + 46..at + 46 + name_len)
-            .ok_or_else(|| "the zip archive is truncated".to_string())?;
+            .ok_or(ZipError::Truncated)?;
         out.push(Entry {
             name: String::from_utf8_lossy(name).replace('\\', "/"),
             method: u16_at(zip, at + 10)?,
@@ -78,15 +135,15 @@ pub fn entries(zip: &[u8]) -> Result<Vec<Entry>, String> {
 }
 
 /// The bytes of `entry`.
-pub fn read(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, String> {
+pub fn read(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, ZipError> {
     let at = entry.local_offset as usize;
     if u32_at(zip, at)? != LOCAL_HEADER {
-        return Err(format!("{}: its local header is damaged", entry.name));
+        return Err(entry_error(entry, EntryProblem::DamagedHeader));
     }
     let start = at + 30 + u16_at(zip, at + 26)? as usize + u16_at(zip, at + 28)? as usize;
     let data = zip
         .get(start..start + entry.compressed as usize)
-        .ok_or_else(|| format!("{}: the zip archive is truncated", entry.name))?;
+        .ok_or_else(|| entry_error(entry, EntryProblem::Truncated))?;
     match entry.method {
         0 => Ok(data.to_vec()),
         8 => {
@@ -94,16 +151,13 @@ pub fn read(zip: &[u8], entry: &Entry) -> Result<Vec<u8>, String> {
             flate2::read::DeflateDecoder::new(data)
                 .take(entry.size + 1)
                 .read_to_end(&mut out)
-                .map_err(|e| format!("{}: cannot inflate: {e}", entry.name))?;
+                .map_err(|e| entry_error(entry, EntryProblem::Inflate(e.to_string())))?;
             if out.len() as u64 != entry.size {
-                return Err(format!("{}: its size is not what the zip says", entry.name));
+                return Err(entry_error(entry, EntryProblem::Size));
             }
             Ok(out)
         }
-        m => Err(format!(
-            "{}: compression method {m} is not supported",
-            entry.name
-        )),
+        m => Err(entry_error(entry, EntryProblem::Method(m))),
     }
 }
 
@@ -122,30 +176,25 @@ fn inside(dir: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// Writes every file of `zip` under `dir` (made when missing).
-pub fn extract(zip: &[u8], dir: &Path) -> Result<(), String> {
+pub fn extract(zip: &[u8], dir: &Path) -> Result<(), ZipError> {
     let mut total = 0u64;
     for entry in entries(zip)? {
         let Some(path) = inside(dir, &entry.name) else {
-            return Err(format!(
-                "{}: the entry's path leaves the archive's directory",
-                entry.name
-            ));
+            return Err(entry_error(&entry, EntryProblem::Outside));
         };
         if entry.name.ends_with('/') {
-            std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::create_dir_all(&path).map_err(|e| written(&path, e))?;
             continue;
         }
         total += entry.size;
         if total > MAX_UNZIPPED {
-            return Err(format!(
-                "the archive inflates past {MAX_UNZIPPED} bytes: not extracted"
-            ));
+            return Err(ZipError::TooLarge);
         }
         let bytes = read(zip, &entry)?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| written(parent, e))?;
         }
-        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, bytes).map_err(|e| written(&path, e))?;
     }
     Ok(())
 }
@@ -230,17 +279,26 @@ mod tests {
         for name in ["../evil", "/etc/evil", "a/../../evil"] {
             let zip = zip_of(&[(name, b"x", false)]);
             let e = extract(&zip, &dir).unwrap_err();
-            assert!(e.contains("leaves the archive"), "{name}: {e}");
+            assert!(
+                matches!(
+                    &e,
+                    ZipError::Entry {
+                        problem: EntryProblem::Outside,
+                        ..
+                    }
+                ),
+                "{name}: {e}"
+            );
+            assert!(e.to_string().contains("leaves the archive"), "{name}: {e}");
         }
         assert!(!dir.exists());
     }
 
     #[test]
     fn not_a_zip_and_a_truncated_zip_are_errors() {
-        assert!(
-            entries(b"{\"Resources\":{}}")
-                .unwrap_err()
-                .contains("not a zip")
+        assert_eq!(
+            entries(b"{\"Resources\":{}}").unwrap_err(),
+            ZipError::NotAZip
         );
         let zip = zip_of(&[("a", b"hello", true)]);
         let cut = &zip[10..];
