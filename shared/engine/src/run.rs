@@ -1,5 +1,5 @@
-//! What every kind of run (deploy, destroy, rollback, import, drift fix, refresh, orphan)
-//! does with the stack's lock: taking it for the runs that record no `DeployStarted`
+//! What every kind of run (deploy, destroy, rollback, import, drift fix, refresh, orphan,
+//! scrub) does with the stack's lock: taking it for the runs that record no `DeployStarted`
 //! with its lease kept ([`lock`]), releasing it at the end, knowing a run resumed by a
 //! later invocation, and knowing a run that has ended already.
 
@@ -34,7 +34,7 @@ impl Held {
 }
 
 /// Takes the stack's lock for run `id` of `operation` (a `LockTaken`: the runs that
-/// record no `DeployStarted`: import, drift's accept and revert, refresh, orphan) and
+/// record no `DeployStarted`: import, drift's accept and revert, refresh, orphan, scrub) and
 /// keeps its lease while the returned [`Held`] lives, as a deploy's and a destroy's
 /// are kept: a run longer than one lease is not taken for gone.
 pub(crate) async fn lock<S: EventStore + 'static>(

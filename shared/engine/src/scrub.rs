@@ -9,8 +9,9 @@
 //! raw, in base64 and JSON-escaped ([`scan`]). Findings name the event, the resource, the
 //! JSON pointer and the secret's label, never its value.
 //!
-//! Repairing ([`scrub`] without `dry_run`), under the stack's lock (`LockTaken` with the
-//! operation `scrub`, released at the end):
+//! Repairing ([`scrub`] without `dry_run`) is a run: it takes the stack's lock as every
+//! run does (`LockTaken` with the operation `scrub`, a stale lock broken, the lease kept
+//! while it works) and releases it at the end:
 //!
 //! 1. one `Scrubbed` event per resource (and one for the stack's own values) replaces each
 //!    string of the state that holds a secret by the same string with the reference text
@@ -34,12 +35,16 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
 use stackflow_core::dynref::{self, DynamicReference};
-use stackflow_events::event::{Event, Holder, StoredEvent, now};
+use std::sync::Arc;
+
+use stackflow_events::event::{Event, StoredEvent};
 use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, NewEvent, Precondition, Rewrite, StoreError, StreamId};
 
+use crate::engine::{Engine, EngineError};
 use crate::keys::new_id;
 use crate::lookups::Lookups;
+use crate::recorder::Recorder;
 
 pub use scan::{
     Finding, Form, Place, Secret, clean_text, clean_value, cleaned_event, redact, repairs,
@@ -160,8 +165,6 @@ pub struct ScrubOptions {
     /// Have the store rewrite the event bodies that hold plaintext, and drop its
     /// snapshots ([`EventStore::rewrite`]).
     pub rewrite: bool,
-    /// Who scrubs (the lock's holder, the rewrite's record).
-    pub who: String,
 }
 
 /// What a store's rewrite did.
@@ -211,6 +214,9 @@ pub enum ScrubError {
     /// The store failed (or the stack is locked, or cannot be rewritten).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run could not take the stack's lock, or lost it.
+    #[error(transparent)]
+    Run(#[from] EngineError),
     /// An event's cleaned body is no longer an event of its type.
     #[error("event {seq} ({kind}) cannot be rewritten: {message}")]
     Rewrite {
@@ -237,18 +243,21 @@ fn event_seqs(findings: &[Finding]) -> Vec<u64> {
     seqs
 }
 
-/// Looks for `secrets` in the stack's log, its state and its latest snapshot, and (unless
-/// `dry_run`) repairs what it found (see the [module documentation](self)).
-pub async fn scrub<S: EventStore>(
-    store: &S,
-    stream: &StreamId,
+/// Looks for `secrets` in the log of `stack`, its state and its latest snapshot, and
+/// (unless `dry_run`) repairs what it found (see the [module documentation](self)). The
+/// repair is a run of its own: it takes the stack's lock as every run does (a stale
+/// one broken, its lease kept while it works) and releases it, whatever happens.
+pub async fn scrub<S: EventStore + 'static>(
+    engine: &Arc<Engine<S>>,
+    stack: &str,
     secrets: &[Secret],
     options: &ScrubOptions,
 ) -> Result<ScrubReport, ScrubError> {
-    let events = store.read(stream, 0).await?;
+    let (store, stream) = (engine.store.as_ref(), engine.stream(stack));
+    let events = store.read(&stream, 0).await?;
     let mut findings = scan_events(&events, secrets);
     findings.extend(scan_state(&StackState::fold(&events), secrets));
-    if let Some((seq, body)) = store.latest_snapshot(stream).await? {
+    if let Some((seq, body)) = store.latest_snapshot(&stream).await? {
         findings.extend(scan_snapshot(seq, &body, secrets));
     }
     let mut report = ScrubReport {
@@ -261,46 +270,25 @@ pub async fn scrub<S: EventStore>(
         return Ok(report);
     }
     let id = new_id("s");
-    let holder = Holder {
-        deploy_id: id.clone(),
-        who: options.who.clone(),
-        since: now(),
-        operation: "scrub".into(),
-        expires: None,
-    };
-    let lock = NewEvent::new(
-        crate::keys::run_key(&id, crate::keys::RunEvent::Locked),
-        Event::LockTaken {
-            holder: holder.clone(),
-        },
-    );
-    store
-        .append(stream, &lock, &Precondition::TakeLock(holder))
-        .await?;
-    let repaired = repair(store, stream, secrets, options, &id, &mut report).await;
-    let unlock = NewEvent::new(
-        crate::keys::run_key(&id, crate::keys::RunEvent::Released),
-        Event::LockReleased {
-            deploy_id: id.clone(),
-        },
-    );
-    let released = store
-        .append(stream, &unlock, &Precondition::ReleaseLock(id))
-        .await;
+    let rec = Recorder::load(engine.store.clone(), stream.clone()).await?;
+    let held = crate::run::lock(engine, &rec, &id, "scrub").await?;
+    let who = &engine.who;
+    let repaired = repair(store, &stream, secrets, options, (&id, who), &mut report).await;
+    let released = held.release(&rec, &id).await;
     repaired?;
     released?;
-    check(store, stream, secrets, &mut report).await?;
+    check(store, &stream, secrets, &mut report).await?;
     Ok(report)
 }
 
 /// Appends the `Scrubbed` events, then rewrites (with `rewrite`) or supersedes a snapshot
-/// that holds plaintext, holding the lock `id`.
+/// that holds plaintext, as run `id` of `who`, which holds the lock.
 async fn repair<S: EventStore>(
     store: &S,
     stream: &StreamId,
     secrets: &[Secret],
     options: &ScrubOptions,
-    id: &str,
+    (id, who): (&str, &str),
     report: &mut ScrubReport,
 ) -> Result<(), ScrubError> {
     // Read again under the lock: what was appended since the scan is repaired too.
@@ -320,7 +308,7 @@ async fn repair<S: EventStore>(
             .push(store.append(stream, &new, &holds).await?.seq());
     }
     if options.rewrite {
-        rewrite(store, stream, secrets, &events, id, &options.who, report).await
+        rewrite(store, stream, secrets, &events, id, who, report).await
     } else {
         supersede_snapshot(store, stream, secrets, report).await
     }

@@ -3,10 +3,12 @@
 //! that no byte of the file keeps them.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use stackflow_core::dynref::DynamicReference;
 use stackflow_core::intrinsics::StackOutputRef;
+use stackflow_engine::Engine;
 use stackflow_engine::scrub::{self, Form, ScrubOptions, Secret, collect_secrets};
 use stackflow_events::event::{ErrorInfo, Event, ResourceRecord};
 use stackflow_events::sqlite::SqliteStore;
@@ -182,14 +184,37 @@ async fn leaky_store(dir: &Path, stream: &StreamId) -> SqliteStore {
     store
 }
 
+/// The engine a scrub runs on, on `store` (its `who` names the run in the log). No
+/// provider is ever called: a scrub reads and appends.
+fn engine_on(store: SqliteStore) -> Arc<Engine<SqliteStore>> {
+    let config = aws_types::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_types::region::Region::new("us-east-1"))
+        .build();
+    Arc::new(Engine {
+        store: Arc::new(store),
+        providers: Arc::new(stackflow_providers::router::Providers::from_config(
+            &config, None,
+        )),
+        lookups: Arc::new(OneSecret),
+        region: "us-east-1".into(),
+        who: "tester@host".into(),
+        cloudformation_fallback: false,
+        progress: Arc::new(stackflow_engine::progress::Silent),
+        stale: stackflow_engine::engine::never_stale(),
+        digest_key: None,
+        lease: Some(std::time::Duration::from_secs(60)),
+    })
+}
+
 /// A dry run finds every place (in every form, in the snapshot too) and appends nothing.
-async fn dry_run(store: &SqliteStore, stream: &StreamId, secrets: &[Secret]) {
+async fn dry_run(engine: &Arc<Engine<SqliteStore>>, stream: &StreamId, secrets: &[Secret]) {
+    let store = engine.store.as_ref();
     let options = ScrubOptions {
         dry_run: true,
         rewrite: false,
-        who: "tester@host".into(),
     };
-    let found = scrub::scrub(store, stream, secrets, &options)
+    let found = scrub::scrub(engine, "app", secrets, &options)
         .await
         .unwrap();
     assert_eq!(found.unrepaired, vec![1, 2, 3, 4]);
@@ -206,13 +231,13 @@ async fn dry_run(store: &SqliteStore, stream: &StreamId, secrets: &[Secret]) {
 }
 
 /// The repair: the state holds the reference text and masks; the bodies stay.
-async fn repair(store: &SqliteStore, stream: &StreamId, secrets: &[Secret]) {
+async fn repair(engine: &Arc<Engine<SqliteStore>>, stream: &StreamId, secrets: &[Secret]) {
+    let store = engine.store.as_ref();
     let options = ScrubOptions {
         dry_run: false,
         rewrite: false,
-        who: "tester@host".into(),
     };
-    let repaired = scrub::scrub(store, stream, secrets, &options)
+    let repaired = scrub::scrub(engine, "app", secrets, &options)
         .await
         .unwrap();
     assert_eq!(repaired.unrepaired, vec![1, 2, 3, 4]);
@@ -246,13 +271,18 @@ async fn repair(store: &SqliteStore, stream: &StreamId, secrets: &[Secret]) {
 }
 
 /// The rewrite: nothing of either secret is left in any byte of the files.
-async fn rewrite(dir: &Path, store: &SqliteStore, stream: &StreamId, secrets: &[Secret]) {
+async fn rewrite(
+    dir: &Path,
+    engine: &Arc<Engine<SqliteStore>>,
+    stream: &StreamId,
+    secrets: &[Secret],
+) {
+    let store = engine.store.as_ref();
     let options = ScrubOptions {
         dry_run: false,
         rewrite: true,
-        who: "tester@host".into(),
     };
-    let rewritten = scrub::scrub(store, stream, secrets, &options)
+    let rewritten = scrub::scrub(engine, "app", secrets, &options)
         .await
         .unwrap();
     let summary = rewritten.rewritten.clone().expect("a rewrite");
@@ -271,7 +301,7 @@ async fn rewrite(dir: &Path, store: &SqliteStore, stream: &StreamId, secrets: &[
         json!(REF)
     );
     assert!(state.lock.is_none());
-    let again = scrub::scrub(store, stream, secrets, &options)
+    let again = scrub::scrub(engine, "app", secrets, &options)
         .await
         .unwrap();
     assert!(again.clean(), "{again:#?}");
@@ -291,9 +321,10 @@ async fn scrub_repairs_the_state_then_rewrites_every_stored_byte() {
     assert!(secrets.skipped.is_empty(), "{:?}", secrets.skipped);
     assert_eq!(secrets.searched.len(), 2);
 
-    dry_run(&store, &stream, &secrets.searched).await;
-    repair(&store, &stream, &secrets.searched).await;
-    rewrite(&dir, &store, &stream, &secrets.searched).await;
-    drop(store);
+    let engine = engine_on(store);
+    dry_run(&engine, &stream, &secrets.searched).await;
+    repair(&engine, &stream, &secrets.searched).await;
+    rewrite(&dir, &engine, &stream, &secrets.searched).await;
+    drop(engine);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,8 +40,12 @@ pub async fn run(global: &GlobalArgs, args: ScrubArgs) -> anyhow::Result<ExitCod
             global.store
         );
     }
-    let config = crate::aws::load(global).await;
-    let lookups = AwsLookups::new(&config);
+    // The engine on the store just read: a repair is a run, under the stack's lock.
+    // Offline, references cannot be resolved, and are reported as skipped.
+    let setup =
+        crate::setup::setup_with(global, false, global.verbose, Some(ctx.store), None, false)
+            .await?;
+    let lookups = AwsLookups::new(&setup.config);
     let secrets = collect_secrets(&lookups, template.as_ref(), &events, &given).await;
     let searched = &secrets.searched;
     let unchecked = secrets
@@ -57,9 +61,8 @@ pub async fn run(global: &GlobalArgs, args: ScrubArgs) -> anyhow::Result<ExitCod
         let options = ScrubOptions {
             dry_run: args.dry_run,
             rewrite: args.rewrite,
-            who: crate::liveness::holder_name(),
         };
-        scrub(&ctx.store, &stream, searched, &options)
+        scrub(&setup.engine, &args.stack, searched, &options)
             .await
             .map_err(|e| anyhow::anyhow!(redact(&e.to_string(), searched)))?
     };

@@ -11,6 +11,8 @@ use stackflow_events::{EventStore, NewEvent, Precondition, StreamId};
 use stackflow_providers::lookups::{LookupError, Lookups};
 use stackflow_providers::provider::BoxFuture;
 
+use std::time::Duration;
+
 use super::*;
 
 /// A secret with a character JSON escapes.
@@ -419,8 +421,9 @@ async fn secrets_are_collected_from_the_template_and_the_log() {
     assert_eq!(holds_any(&format!("{found:?}")), None);
 }
 
-#[tokio::test]
-async fn a_scrub_reports_then_repairs_under_the_lock() {
+/// An engine on an in-memory store holding the leaky log of stack `app`, taking locks
+/// leased for `lease` (none when `None`).
+async fn engine_with_leaky_log(lease: Option<Duration>) -> Arc<Engine<SqliteStore>> {
     let store = SqliteStore::open_in_memory().unwrap();
     let stream = StreamId::new("us-east-1", "app");
     for e in leaky_log() {
@@ -430,12 +433,36 @@ async fn a_scrub_reports_then_repairs_under_the_lock() {
             .await
             .unwrap();
     }
+    // No provider is ever called: a scrub reads and appends.
+    let config = aws_types::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_types::region::Region::new("us-east-1"))
+        .build();
+    Arc::new(Engine {
+        store: Arc::new(store),
+        providers: Arc::new(stackflow_providers::router::Providers::from_config(
+            &config, None,
+        )),
+        lookups: Arc::new(FakeLookups),
+        region: "us-east-1".into(),
+        who: "tester".into(),
+        cloudformation_fallback: false,
+        progress: Arc::new(crate::progress::Silent),
+        stale: crate::engine::never_stale(),
+        digest_key: None,
+        lease,
+    })
+}
+
+#[tokio::test]
+async fn a_scrub_reports_then_repairs_under_the_lock() {
+    let engine = engine_with_leaky_log(None).await;
+    let (store, stream) = (engine.store.as_ref(), engine.stream("app"));
     let options = ScrubOptions {
         dry_run: true,
         rewrite: false,
-        who: "tester".into(),
     };
-    let report = scrub(&store, &stream, &secrets(), &options).await.unwrap();
+    let report = scrub(&engine, "app", &secrets(), &options).await.unwrap();
     assert!(!report.clean());
     assert_eq!(report.unrepaired, vec![1, 2, 3, 4, 5]);
     assert_eq!(
@@ -448,7 +475,7 @@ async fn a_scrub_reports_then_repairs_under_the_lock() {
         dry_run: false,
         ..options
     };
-    let report = scrub(&store, &stream, &secrets(), &options).await.unwrap();
+    let report = scrub(&engine, "app", &secrets(), &options).await.unwrap();
     assert_eq!(report.scrubbed, vec![7, 8, 9]);
     assert!(report.remaining.is_empty());
     assert_eq!(report.unrepaired, vec![1, 2, 3, 4, 5], "the bodies stay");
@@ -468,7 +495,7 @@ async fn a_scrub_reports_then_repairs_under_the_lock() {
     for e in &events[5..] {
         assert_eq!(holds_any(&e.event.to_body().to_string()), None);
     }
-    let state = stackflow_events::load_state(&store, &stream).await.unwrap();
+    let state = stackflow_events::load_state(store, &stream).await.unwrap();
     assert!(scan_state(&state, &secrets()).is_empty());
 
     // Again, with the rewrite: nothing of the secrets is left in any body.
@@ -476,12 +503,56 @@ async fn a_scrub_reports_then_repairs_under_the_lock() {
         rewrite: true,
         ..options
     };
-    let report = scrub(&store, &stream, &secrets(), &options).await.unwrap();
+    let report = scrub(&engine, "app", &secrets(), &options).await.unwrap();
     assert_eq!(report.unrepaired, Vec::<u64>::new());
     assert_eq!(report.rewritten.as_ref().unwrap().seqs, vec![1, 2, 3, 4, 5]);
     for e in store.read(&stream, 0).await.unwrap() {
         assert_eq!(holds_any(&e.event.to_body().to_string()), None, "{}", e.seq);
     }
-    let report = scrub(&store, &stream, &secrets(), &options).await.unwrap();
+    let report = scrub(&engine, "app", &secrets(), &options).await.unwrap();
     assert!(report.clean(), "{report:#?}");
+}
+
+/// A scrub is a run like any other: a lock whose lease ended is broken (said in the log),
+/// and the scrub's own lock is leased and released.
+#[tokio::test]
+async fn a_scrub_breaks_a_lock_whose_lease_ended_and_leases_its_own() {
+    let engine = engine_with_leaky_log(Some(Duration::from_secs(60))).await;
+    let (store, stream) = (engine.store.as_ref(), engine.stream("app"));
+    let gone = stackflow_events::event::Holder {
+        deploy_id: "d-gone".into(),
+        who: "a deploy that died".into(),
+        since: "2020-01-01T00:00:00Z".into(),
+        operation: "deploy".into(),
+        expires: Some("2020-01-01T00:02:00Z".into()),
+    };
+    let taken = NewEvent::new(
+        "d-gone/locked".to_string(),
+        Event::LockTaken {
+            holder: gone.clone(),
+        },
+    );
+    store
+        .append(&stream, &taken, &Precondition::TakeLock(gone))
+        .await
+        .unwrap();
+    let options = ScrubOptions {
+        dry_run: false,
+        rewrite: false,
+    };
+    let report = scrub(&engine, "app", &secrets(), &options).await.unwrap();
+    assert!(report.remaining.is_empty(), "{report:#?}");
+    let events = store.read(&stream, 0).await.unwrap();
+    let kinds: Vec<&str> = events[6..].iter().map(|e| e.event.type_name()).collect();
+    assert_eq!(kinds[..2], ["LockBroken", "LockTaken"], "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"LockReleased"));
+    let Event::LockTaken { holder } = &events[7].event else {
+        panic!("{:?}", events[7].event);
+    };
+    assert_eq!(
+        (holder.operation.as_str(), holder.who.as_str()),
+        ("scrub", "tester")
+    );
+    assert!(holder.expires.is_some(), "the scrub's lock is leased");
+    assert!(store.lock_holder(&stream).await.unwrap().is_none());
 }
