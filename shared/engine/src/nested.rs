@@ -16,7 +16,7 @@ use stackflow_providers::ProviderError;
 use stackflow_providers::provider::{
     BoxFuture, Created, Deleted, Properties, Provider, ResourceRequest, Updated,
 };
-use stackflow_providers::router::{RouteError, Routed};
+use stackflow_providers::router::{RouteError, Routed, Router};
 
 use crate::destroy::destroy_stack;
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
@@ -244,44 +244,57 @@ fn destroy_boxed<S: EventStore + 'static>(
     Box::pin(async move { destroy_stack(engine, &stack, options).await })
 }
 
-/// Routing: a nested stack (`AWS::CloudFormation::Stack`) is deployed by this engine
-/// itself, as a stack of its own; every other resource goes to the engine's providers.
-impl<S: EventStore + 'static> Engine<S> {
-    fn nested(self: &Arc<Self>, ctx: NestedContext<'_>) -> Arc<dyn Provider> {
-        Arc::new(NestedStacks {
-            engine: self.clone(),
-            parent: ctx.parent.cloned(),
-            options: ctx.options.clone(),
-        })
-    }
+/// The routing of one run: the engine's providers with nested stacks in front (a
+/// [`Router`] decorator). A nested stack (`AWS::CloudFormation::Stack`) is deployed by
+/// the engine itself, as a stack of its own; every other resource goes to the providers
+/// it wraps.
+pub(crate) struct NestedRouter<S> {
+    inner: Arc<dyn Router>,
+    nested: Arc<NestedStacks<S>>,
+}
 
-    /// The provider of a resource about to be made or changed.
-    pub(crate) fn route(
-        self: &Arc<Self>,
+impl<S: EventStore + 'static> Router for NestedRouter<S> {
+    fn route(
+        &self,
         resource_type: &str,
         properties: &Properties,
         recorded: Option<ProviderKind>,
-        ctx: NestedContext<'_>,
     ) -> Result<Routed, RouteError> {
         if resource_type == NESTED_STACK_TYPE {
             return Ok(Routed {
-                provider: self.nested(ctx),
+                provider: self.nested.clone(),
                 kind: ProviderKind::NestedStack,
             });
         }
-        self.providers.route(resource_type, properties, recorded)
+        self.inner.route(resource_type, properties, recorded)
     }
 
-    /// The provider that made a recorded resource.
-    pub(crate) fn recorded_provider(
-        self: &Arc<Self>,
+    fn for_recorded(
+        &self,
         resource_type: &str,
         kind: ProviderKind,
-        ctx: NestedContext<'_>,
     ) -> Result<Arc<dyn Provider>, RouteError> {
         match kind {
-            ProviderKind::NestedStack => Ok(self.nested(ctx)),
-            _ => self.providers.for_recorded(resource_type, kind),
+            ProviderKind::NestedStack => Ok(self.nested.clone()),
+            _ => self.inner.for_recorded(resource_type, kind),
+        }
+    }
+
+    fn services(&self, resource_type: &str) -> Vec<String> {
+        self.inner.services(resource_type)
+    }
+}
+
+impl<S: EventStore + 'static> Engine<S> {
+    /// The router of a run whose nested stacks find their templates through `ctx`.
+    pub(crate) fn router(self: &Arc<Self>, ctx: NestedContext<'_>) -> NestedRouter<S> {
+        NestedRouter {
+            inner: self.providers.clone(),
+            nested: Arc::new(NestedStacks {
+                engine: self.clone(),
+                parent: ctx.parent.cloned(),
+                options: ctx.options.clone(),
+            }),
         }
     }
 }

@@ -17,6 +17,8 @@ use stackflow_events::EventStore;
 use stackflow_events::projection::StackState;
 use stackflow_providers::registry::is_custom_type;
 
+use stackflow_providers::router::Router as _;
+
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::secrets::check_dynamic;
 use crate::stack::StackInput;
@@ -142,7 +144,10 @@ pub fn problems<S: EventStore + 'static>(
         }
         let at = format!("Resources.{}", r.logical_id);
         let recorded = state.resources.get(&r.logical_id).map(|s| s.provider);
-        if let Err(why) = engine.route(&r.resource_type, &r.properties, recorded, ctx) {
+        if let Err(why) = engine
+            .router(ctx)
+            .route(&r.resource_type, &r.properties, recorded)
+        {
             out.push(format!("{at}: {why}"));
         }
         out.extend(unknown_properties(r));

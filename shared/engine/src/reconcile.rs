@@ -11,6 +11,8 @@ use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
 
+use stackflow_providers::router::Router as _;
+
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, op_name};
 use crate::recorder::Recorder;
@@ -118,7 +120,8 @@ async fn replay_update<S: EventStore + 'static>(
             return Err("its properties hold a masked NoEcho value".to_string());
         }
         let provider = engine
-            .recorded_provider(&p.resource_type, p.provider, ctx)
+            .router(ctx)
+            .for_recorded(&p.resource_type, p.provider)
             .map_err(|e| e.to_string())?;
         let resolved = resolve_dynamic(engine.lookups.as_ref(), &sent)
             .await
@@ -176,7 +179,10 @@ async fn replay_delete<S: EventStore + 'static>(
             "the interrupted delete could not be finished: {why}"
         )))
     };
-    let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
+    let provider = match engine
+        .router(ctx)
+        .for_recorded(&p.resource_type, p.provider)
+    {
         Err(e) => return unfinished(&e),
         Ok(provider) => provider,
     };
@@ -281,7 +287,10 @@ async fn replay_create<S: EventStore + 'static>(
         }
         Err((_, m)) => return Ok(Err(format!("interrupted, and cannot be replayed: {m}"))),
     };
-    let provider = match engine.recorded_provider(&p.resource_type, p.provider, ctx) {
+    let provider = match engine
+        .router(ctx)
+        .for_recorded(&p.resource_type, p.provider)
+    {
         Ok(x) => x,
         Err(e) => return Ok(Err(e.to_string())),
     };

@@ -13,6 +13,8 @@ use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
 use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent, StackState};
 use stackflow_events::{EventStore, Precondition};
 
+use stackflow_providers::router::Router as _;
+
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
 use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
 use crate::phase::{Subject, Tally, run_phase};
@@ -309,7 +311,8 @@ impl<S: EventStore + 'static> Rollback<S> {
         };
         let provider = self
             .engine
-            .recorded_provider(&undo.resource_type, undo.provider, ctx)
+            .router(ctx)
+            .for_recorded(&undo.resource_type, undo.provider)
             .map_err(|e| plain.info("Unsupported", &e.to_string()))?;
         match undo.restore {
             None => {

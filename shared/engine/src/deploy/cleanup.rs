@@ -14,6 +14,8 @@ use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, Precondition};
 
 use super::Deployment;
+use stackflow_providers::router::Router as _;
+
 use crate::engine::{Engine, NestedContext};
 use crate::keys::{ActionKey, Phase};
 use crate::phase::Subject;
@@ -197,7 +199,10 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
         resolution: None,
         secrets: &[],
     };
-    let provider = match engine.recorded_provider(&resource.resource_type, resource.provider, ctx) {
+    let provider = match engine
+        .router(ctx)
+        .for_recorded(&resource.resource_type, resource.provider)
+    {
         Err(e) => {
             let error = masker.info("Unsupported", &e.to_string());
             return Ok(Err(step.failed(Phase::Failed, error).await?));

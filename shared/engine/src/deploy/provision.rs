@@ -15,6 +15,8 @@ use stackflow_providers::provider::ResourceRequest;
 use stackflow_providers::router::Routed;
 
 use super::Deployment;
+use stackflow_providers::router::Router as _;
+
 use crate::engine::EngineError;
 use crate::keys::Phase;
 use crate::observe::{Observation, may_observe};
@@ -197,7 +199,8 @@ impl<S: EventStore + 'static> Deployment<S> {
     ) -> Result<(Routed, Resolved), ErrorInfo> {
         let routed = self
             .engine
-            .route(ty, &props, recorded, self.nested_context())
+            .router(self.nested_context())
+            .route(ty, &props, recorded)
             .map_err(|e| self.plain().info("Unsupported", &e.to_string()))?;
         if routed.kind == ProviderKind::NestedStack {
             let resolved = Resolved {
