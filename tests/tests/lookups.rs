@@ -32,6 +32,28 @@ where
     }
 }
 
+/// Waits (up to 30 s) until CloudFormation stack `stack` is `CREATE_COMPLETE`.
+async fn created(cfn: &aws_sdk_cloudformation::Client, stack: &str) -> Result<()> {
+    use aws_sdk_cloudformation::types::StackStatus;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let described = cfn.describe_stacks().stack_name(stack).send().await;
+        let status = described
+            .ctx("DescribeStacks")?
+            .stacks()
+            .first()
+            .and_then(|s| s.stack_status())
+            .cloned();
+        match status {
+            Some(StackStatus::CreateInProgress) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some(StackStatus::CreateComplete) => return Ok(()),
+            other => bail!("stack {stack} is {other:?}"),
+        }
+    }
+}
+
 async fn lookups() -> AwsLookups {
     let emulator = Emulator::shared().await;
     AwsLookups::new(&emulator.sdk_config().await)
@@ -265,7 +287,6 @@ async fn secretsmanager_secrets_and_json_keys() -> Result<()> {
 
 #[tokio::test]
 async fn cloudformation_exports_and_outputs() -> Result<()> {
-    use aws_sdk_cloudformation::types::StackStatus;
     let emulator = Emulator::shared().await;
     let cfn = aws_sdk_cloudformation::Client::new(&emulator.sdk_config().await);
     let lookups = lookups().await;
@@ -291,27 +312,7 @@ async fn cloudformation_exports_and_outputs() -> Result<()> {
         .send()
         .await
         .ctx("CreateStack")?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let described = cfn
-            .describe_stacks()
-            .stack_name(&stack)
-            .send()
-            .await
-            .ctx("DescribeStacks")?;
-        let status = described
-            .stacks()
-            .first()
-            .and_then(|s| s.stack_status())
-            .cloned();
-        match status {
-            Some(StackStatus::CreateInProgress) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Some(StackStatus::CreateComplete) => break,
-            other => bail!("stack {stack} is {other:?}"),
-        }
-    }
+    created(&cfn, &stack).await?;
 
     assert_eq!(
         lookups.cloudformation_export(&export_name).await?,
@@ -374,7 +375,6 @@ async fn cloudformation_exports_and_outputs() -> Result<()> {
 /// account has no such stack; a role the caller may not take is refused in words.
 #[tokio::test]
 async fn cloudformation_outputs_of_another_account_through_a_role() -> Result<()> {
-    use aws_sdk_cloudformation::types::StackStatus;
     let emulator = Emulator::shared().await;
     let (caller, other) = (stackflow_tests::emulator::ACCOUNT_ID, "222222222222");
     let stack = unique_name("lookups-other");
@@ -392,23 +392,7 @@ async fn cloudformation_outputs_of_another_account_through_a_role() -> Result<()
         .send()
         .await
         .ctx("CreateStack in the other account")?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let described = cfn.describe_stacks().stack_name(&stack).send().await;
-        let status = described
-            .ctx("DescribeStacks")?
-            .stacks()
-            .first()
-            .and_then(|s| s.stack_status())
-            .cloned();
-        match status {
-            Some(StackStatus::CreateInProgress) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Some(StackStatus::CreateComplete) => break,
-            other => bail!("stack {stack} is {other:?}"),
-        }
-    }
+    created(&cfn, &stack).await?;
     let lookups = lookups().await;
     let output = |role: Option<String>| StackOutputRef {
         stack_name: stack.clone(),

@@ -110,6 +110,21 @@ impl AwsLookups {
     /// `SecureString` is refused and never read decrypted: a lookup's value is saved in
     /// `cdk.context.json` and written into the template.
     pub async fn parameter_text(&self, name: &str) -> Result<Option<String>, LookupError> {
+        let refused = "is a SecureString: a context lookup would write its value into \
+                       cdk.context.json and the template; refer to it with \
+                       {{resolve:ssm-secure:NAME}} (StringParameter.valueForSecureStringParameter) \
+                       in the property that needs it";
+        let parameter = self.plain_parameter(name, refused).await?;
+        Ok(parameter.map(|p| p.value.unwrap_or_default()))
+    }
+
+    /// `GetParameter` of `name`, never decrypted: `Ok(None)` when there is none; a
+    /// `SecureString` is refused with `refused` (the rest of a sentence), its value unread.
+    async fn plain_parameter(
+        &self,
+        name: &str,
+        refused: &str,
+    ) -> Result<Option<aws_sdk_ssm::types::Parameter>, LookupError> {
         let what = || format!("SSM parameter {name}");
         let Some(parameter) = self.get_parameter(what, name, false).await? else {
             return Ok(None);
@@ -117,14 +132,10 @@ impl AwsLookups {
         if parameter.r#type() == Some(&ParameterType::SecureString) {
             return Err(LookupError {
                 what: what(),
-                message: "is a SecureString: a context lookup would write its value into \
-                          cdk.context.json and the template; refer to it with \
-                          {{resolve:ssm-secure:NAME}} (StringParameter.valueForSecureStringParameter) \
-                          in the property that needs it"
-                    .to_string(),
+                message: refused.to_string(),
             });
         }
-        Ok(Some(parameter.value.unwrap_or_default()))
+        Ok(Some(parameter))
     }
 
     async fn export(&self, name: &str) -> Result<Option<Value>, LookupError> {
@@ -230,21 +241,14 @@ impl AwsLookups {
     }
 
     async fn parameter(&self, name: &str) -> Result<Option<Value>, LookupError> {
-        let what = || format!("SSM parameter {name}");
         // Read without decryption: a template parameter never takes a secret's value.
-        let Some(parameter) = self.get_parameter(what, name, false).await? else {
+        let refused = "is a SecureString, which a parameter of type \
+                       AWS::SSM::Parameter::Value<...> cannot take (CloudFormation refuses it \
+                       too); refer to it with {{resolve:ssm-secure:NAME}} in the property that \
+                       needs it";
+        let Some(parameter) = self.plain_parameter(name, refused).await? else {
             return Ok(None);
         };
-        if parameter.r#type() == Some(&ParameterType::SecureString) {
-            return Err(LookupError {
-                what: what(),
-                message: "is a SecureString, which a parameter of type \
-                          AWS::SSM::Parameter::Value<...> cannot take (CloudFormation refuses \
-                          it too); refer to it with {{resolve:ssm-secure:NAME}} in the \
-                          property that needs it"
-                    .to_string(),
-            });
-        }
         let value = parameter.value().unwrap_or_default();
         Ok(Some(match parameter.r#type() {
             Some(ParameterType::StringList) => Value::Array(
