@@ -342,15 +342,12 @@ pub async fn deploy(global: &GlobalArgs, args: EngineDeployArgs) -> anyhow::Resu
         }),
     )?;
     // STS is asked only when no deployer is given or recorded.
-    let asked = args.deployers.is_empty() && previous_deployers.is_empty();
-    let caller = if asked {
+    let caller = if args.deployers.is_empty() && previous_deployers.is_empty() {
         Some(crate::aws::caller_arn(&config).await)
     } else {
         None
     };
-    scope.deployers = engine_scope::deployers(&args.deployers, previous_deployers, || {
-        caller.unwrap_or(Err(crate::aws::CallFailed::Incomplete("ARN (not asked)")))
-    })?;
+    scope.deployers = engine_scope::deployers(&args.deployers, previous_deployers, caller)?;
     let mut template_parameters = args.parameters.clone();
     engine_scope::parameters(&scope, &mut template_parameters)?;
     let zip = bootstrap_zip(args.bootstrap.as_deref(), &args.arch)?;
