@@ -10,20 +10,84 @@ use stackflow_core::template::Policy;
 use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
 use stackflow_events::projection::PendingIntent;
 use stackflow_events::{EventStore, Precondition};
+use stackflow_providers::provider::Created;
 
 use stackflow_providers::router::Router as _;
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
-use crate::keys::{ActionKey, Phase, op_name};
+use crate::keys::{Phase, op_name};
 use crate::recorder::Recorder;
 use crate::secrets::{
     Masker, contains_mask, mask_attributes_plain, resolve_dynamic, resolved_secrets,
 };
-use crate::step::{DeleteAnswer, Step};
+use crate::step::{Answer, Deletion, Step, StepKind};
 
-/// How a replay ended: `Ok(what)` when its outcome was recorded, `Err(why)` when it was
-/// not replayed (recorded as skipped).
-type Replayed = Result<Result<String, String>, EngineError>;
+/// How one pending intent of an interrupted run was settled; what the report and the
+/// progress line say of it is its `Display`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// An undo: the rollback that follows carries it out.
+    LeftToRollback,
+    /// Carried out now, and its outcome recorded.
+    Recorded(Outcome),
+    /// Not carried out (recorded as skipped), and why.
+    NotReplayed(String),
+}
+
+/// What a replayed call did, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The update is done with what it sent.
+    Updated,
+    /// The delete is done (or what it deleted was gone already).
+    Deleted,
+    /// The delete was left undone by the provider, on purpose, and why: `physical_id`
+    /// stays recorded, and the next run that deletes it tries again.
+    Skipped { reason: String, physical_id: String },
+    /// The delete cannot be done, and why: the resource leaves the stack as retained.
+    Abandoned(String),
+    /// The create (`verb`: create or replace) made `physical_id`.
+    Made {
+        verb: &'static str,
+        physical_id: String,
+    },
+    /// The create (`verb`) failed, and why (masked): recorded as failed.
+    Failed { verb: &'static str, message: String },
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Settled::LeftToRollback => f.write_str("left to the rollback"),
+            Settled::NotReplayed(why) => f.write_str(why),
+            Settled::Recorded(Outcome::Updated) => {
+                f.write_str("the interrupted update is done; recorded")
+            }
+            Settled::Recorded(Outcome::Deleted) => f.write_str("the interrupted delete is done"),
+            Settled::Recorded(Outcome::Skipped {
+                reason,
+                physical_id,
+            }) => write!(
+                f,
+                "the interrupted delete was left undone ({reason}); {physical_id} stays recorded"
+            ),
+            Settled::Recorded(Outcome::Abandoned(why)) => write!(
+                f,
+                "the interrupted delete cannot be finished ({why}); the resource leaves the \
+                 stack as if retained"
+            ),
+            Settled::Recorded(Outcome::Made { verb, physical_id }) => {
+                write!(f, "the interrupted {verb} made {physical_id}; recorded")
+            }
+            Settled::Recorded(Outcome::Failed { verb, message }) => {
+                write!(f, "the interrupted {verb} failed: {message}")
+            }
+        }
+    }
+}
+
+/// How a replay ended, before a replay that did not happen is recorded as skipped.
+type Replayed = Result<Settled, EngineError>;
 
 /// What the deploy running now knows of the resources an earlier run left pending: its
 /// template (what an interrupted create is replayed with), its masking (how what a replay
@@ -58,16 +122,17 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
     pre: &Precondition,
     p: &PendingIntent,
     current: Option<&dyn Current>,
-) -> Result<String, EngineError> {
-    let step = Step {
+) -> Result<Settled, EngineError> {
+    let step = Step::new(
         rec,
         pre,
-        deploy_id: &p.deploy_id,
-        key: ActionKey::from_token(&p.token),
-        logical_id: &p.logical_id,
-        resource_type: &p.resource_type,
-        op: p.operation,
-    };
+        (&p.deploy_id, &p.deploy_id),
+        (&p.logical_id, &p.resource_type),
+        StepKind::Replay {
+            token: &p.token,
+            op: p.operation,
+        },
+    );
     let options = DeployOptions::default();
     let ctx = current.map_or(
         NestedContext {
@@ -76,28 +141,25 @@ pub(crate) async fn reconcile_one<S: EventStore + 'static>(
         },
         |c| c.nested_context(),
     );
-    let replayed = match p.operation {
-        Operation::Undo => return Ok("left to the rollback".into()),
+    let settled = match p.operation {
+        Operation::Undo => return Ok(Settled::LeftToRollback),
         // What a revert sent is the record itself: there is nothing to finish, and
         // whether it reached AWS is for the next drift check to say.
-        Operation::Update if crate::drift::is_drift_run(&p.deploy_id) => Ok(Err(
+        Operation::Update if crate::drift::is_drift_run(&p.deploy_id) => Settled::NotReplayed(
             "a drift revert, interrupted: AWS may or may not hold the baseline again; \
              `stackflow drift` tells, and `drift --revert` reverts again"
                 .into(),
-        )),
-        Operation::Update => replay_update(engine, &step, p, ctx).await,
-        Operation::Delete => replay_delete(engine, &step, p, ctx).await,
+        ),
+        Operation::Update => replay_update(engine, &step, p, ctx).await?,
+        Operation::Delete => replay_delete(engine, &step, p, ctx).await?,
         Operation::Create | Operation::Replace => {
-            replay_create(engine, &step, p, current, ctx).await
+            replay_create(engine, &step, p, current, ctx).await?
         }
-    }?;
-    match replayed {
-        Ok(what) => Ok(what),
-        Err(why) => {
-            step.skipped(Phase::Reconciled, &why).await?;
-            Ok(why)
-        }
+    };
+    if let Settled::NotReplayed(why) = &settled {
+        step.skipped(Phase::Reconciled, why).await?;
     }
+    Ok(settled)
 }
 
 /// Finishes an interrupted update with what it sent, so that the state says what AWS
@@ -110,59 +172,59 @@ async fn replay_update<S: EventStore + 'static>(
 ) -> Replayed {
     let current = step.rec.state().resources.get(&p.logical_id).cloned();
     let (Some(sent), Some(current)) = (p.properties.clone(), current) else {
-        return Ok(Err(
+        return Ok(Settled::NotReplayed(
             "interrupted before its outcome was recorded; the next deploy makes the change again"
                 .into(),
         ));
     };
-    let replay = async {
-        if contains_mask(&Value::Object(sent.clone())) {
-            return Err("its properties hold a masked NoEcho value".to_string());
-        }
-        let provider = engine
-            .router(ctx)
-            .for_recorded(&p.resource_type, p.provider)
-            .map_err(|e| e.to_string())?;
-        let resolved = resolve_dynamic(engine.lookups.as_ref(), &sent)
-            .await
-            .map_err(|(_, m)| m)?;
-        let needles = resolved_secrets(&resolved.resolution);
-        let mut request = step.request(resolved.props);
-        request.physical_id = Some(current.physical_id.clone());
-        request.previous_properties = Some(current.properties.clone());
-        let masker = Masker {
-            resolution: Some(&resolved.resolution),
-            secrets: &[],
-        };
-        match step.update(provider.as_ref(), &request).await {
-            Ok(updated) => Ok((updated, needles)),
-            Err(e) => Err(masker.text(&e.to_string())),
-        }
+    let unfinished = |why: &dyn std::fmt::Display| {
+        Ok(Settled::NotReplayed(format!(
+            "interrupted, and could not be finished ({why}); the next deploy makes the change again"
+        )))
     };
-    match replay.await {
-        Ok((updated, needles)) => {
-            let attributes =
-                mask_attributes_plain(&updated.attributes, updated.sensitive, &needles);
-            let record = ResourceRecord {
-                logical_id: p.logical_id.clone(),
-                resource_type: p.resource_type.clone(),
-                physical_id: updated.physical_id,
-                properties: sent,
-                attributes,
-                dependencies: current.dependencies.clone(),
-                provider: current.provider,
-                deletion_policy: current.deletion_policy,
-                update_replace_policy: current.update_replace_policy,
-                secret_digest: None,
-            };
-            step.updated(Phase::Reconciled, record, current.properties.clone())
-                .await?;
-            Ok(Ok("the interrupted update is done; recorded".into()))
-        }
-        Err(m) => Ok(Err(format!(
-            "interrupted, and could not be finished ({m}); the next deploy makes the change again"
-        ))),
+    if contains_mask(&Value::Object(sent.clone())) {
+        return unfinished(&"its properties hold a masked NoEcho value");
     }
+    let provider = match engine
+        .router(ctx)
+        .for_recorded(&p.resource_type, p.provider)
+    {
+        Ok(provider) => provider,
+        Err(e) => return unfinished(&e),
+    };
+    let resolved = match resolve_dynamic(engine.lookups.as_ref(), &sent).await {
+        Ok(resolved) => resolved,
+        Err((_, m)) => return unfinished(&m),
+    };
+    let needles = resolved_secrets(&resolved.resolution);
+    let mut request = step.request(resolved.props);
+    request.physical_id = Some(current.physical_id.clone());
+    request.previous_properties = Some(current.properties.clone());
+    let masker = Masker {
+        resolution: Some(&resolved.resolution),
+        secrets: &[],
+    };
+    let updated = match step.apply(provider.as_ref(), &request, None).await? {
+        Answer::Updated(updated) => updated,
+        Answer::Failed(e) => return unfinished(&masker.text(&e.to_string())),
+        other => return Err(other.unexpected(step)),
+    };
+    let attributes = mask_attributes_plain(&updated.attributes, updated.sensitive, &needles);
+    let record = ResourceRecord {
+        logical_id: p.logical_id.clone(),
+        resource_type: p.resource_type.clone(),
+        physical_id: updated.physical_id,
+        properties: sent,
+        attributes,
+        dependencies: current.dependencies.clone(),
+        provider: current.provider,
+        deletion_policy: current.deletion_policy,
+        update_replace_policy: current.update_replace_policy,
+        secret_digest: None,
+    };
+    step.updated(Phase::Reconciled, record, current.properties.clone())
+        .await?;
+    Ok(Settled::Recorded(Outcome::Updated))
 }
 
 /// Finishes an interrupted delete (a delete of what is gone already succeeds).
@@ -175,7 +237,7 @@ async fn replay_delete<S: EventStore + 'static>(
     let physical = p.physical_id.clone().unwrap_or_default();
     let replaced = step.rec.state().predecessors.contains_key(&physical);
     let unfinished = |why: &dyn std::fmt::Display| {
-        Ok(Err(format!(
+        Ok(Settled::NotReplayed(format!(
             "the interrupted delete could not be finished: {why}"
         )))
     };
@@ -188,26 +250,24 @@ async fn replay_delete<S: EventStore + 'static>(
     };
     let mut request = step.request(p.properties.clone().unwrap_or_default());
     request.physical_id = Some(physical.clone());
-    match step.delete(provider.as_ref(), &request).await {
-        DeleteAnswer::Deleted | DeleteAnswer::AlreadyGone => {
-            step.deleted(Phase::Reconciled, physical, replaced).await?;
-            Ok(Ok("the interrupted delete is done".into()))
-        }
-        // Still there: it stays recorded, and the next run that deletes it tries again.
-        DeleteAnswer::Skipped(reason) => {
-            step.skipped(Phase::Skipped, &reason).await?;
-            Ok(Err(format!(
-                "the interrupted delete was left undone ({reason}); {physical} stays recorded"
-            )))
-        }
-        DeleteAnswer::Abandoned(reason) => {
-            step.retained(physical, reason.clone(), replaced).await?;
-            Ok(Ok(format!(
-                "the interrupted delete cannot be finished ({reason}); the resource leaves \
-                 the stack as if retained"
-            )))
-        }
-        DeleteAnswer::Failed(e) => unfinished(&e),
+    let answer = step.apply(provider.as_ref(), &request, None).await?;
+    let plain = Masker {
+        resolution: None,
+        secrets: &[],
+    };
+    match step
+        .settle_delete(answer, Phase::Reconciled, &physical, replaced, &plain)
+        .await?
+    {
+        Deletion::Deleted => Ok(Settled::Recorded(Outcome::Deleted)),
+        // Still there: it stays recorded (skipped), and the next run that deletes it
+        // tries again.
+        Deletion::Skipped(reason) => Ok(Settled::Recorded(Outcome::Skipped {
+            reason,
+            physical_id: physical,
+        })),
+        Deletion::Retained(reason) => Ok(Settled::Recorded(Outcome::Abandoned(reason))),
+        Deletion::Failed(e) => unfinished(&plain.text(&e.to_string())),
     }
 }
 
@@ -268,13 +328,17 @@ async fn replay_create<S: EventStore + 'static>(
     ctx: NestedContext<'_>,
 ) -> Replayed {
     if let Some(why) = too_old_to_replay(p, std::time::SystemTime::now()) {
-        return Ok(Err(why));
+        return Ok(Settled::NotReplayed(why));
     }
     let replay = current
         .and_then(|c| c.replay_of(p))
         .unwrap_or_else(|| Replay::recorded(p));
     let Some(props) = replay.properties else {
-        return Ok(Err("interrupted, and its properties are not known: check AWS for a resource made by this call".into()));
+        return Ok(Settled::NotReplayed(
+            "interrupted, and its properties are not known: check AWS for a resource made by \
+             this call"
+                .into(),
+        ));
     };
     let (record_props, mut needles) = match current {
         Some(d) => d.record_properties(&p.logical_id, &props),
@@ -285,23 +349,27 @@ async fn replay_create<S: EventStore + 'static>(
             needles.extend(resolved_secrets(&resolved.resolution));
             resolved.props
         }
-        Err((_, m)) => return Ok(Err(format!("interrupted, and cannot be replayed: {m}"))),
+        Err((_, m)) => {
+            return Ok(Settled::NotReplayed(format!(
+                "interrupted, and cannot be replayed: {m}"
+            )));
+        }
     };
     let provider = match engine
         .router(ctx)
         .for_recorded(&p.resource_type, p.provider)
     {
         Ok(x) => x,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Settled::NotReplayed(e.to_string())),
     };
     let request = step.request(call_props);
-    let found = step
-        .create_again(provider.as_ref(), &request)
-        .await
-        .map(|c| (c.physical_id, c.attributes, c.sensitive));
     let verb = op_name(p.operation);
-    match found {
-        Ok((physical_id, attributes, all_secret)) => {
+    match step.apply(provider.as_ref(), &request, None).await? {
+        Answer::Created(Created {
+            physical_id,
+            attributes,
+            sensitive: all_secret,
+        }) => {
             let attributes = match current {
                 Some(d) => d.record_attributes(&p.logical_id, attributes, all_secret, &needles),
                 None => mask_attributes_plain(&attributes, all_secret, &needles),
@@ -322,21 +390,19 @@ async fn replay_create<S: EventStore + 'static>(
                 .then(|| p.physical_id.clone())
                 .flatten();
             step.created(Phase::Reconciled, record, replaces).await?;
-            Ok(Ok(format!(
-                "the interrupted {verb} made {physical_id}; recorded"
-            )))
+            Ok(Settled::Recorded(Outcome::Made { verb, physical_id }))
         }
-        Err(e) => {
+        Answer::Failed(e) => {
             let masker = Masker {
                 resolution: None,
                 secrets: &needles,
             };
-            step.failed(Phase::Reconciled, masker.error(&e)).await?;
-            Ok(Ok(format!(
-                "the interrupted {verb} failed: {}",
-                e.message()
-            )))
+            let error = masker.error(&e);
+            let message = error.message.clone();
+            step.failed(Phase::Reconciled, error).await?;
+            Ok(Settled::Recorded(Outcome::Failed { verb, message }))
         }
+        other => Err(other.unexpected(step)),
     }
 }
 

@@ -9,14 +9,14 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 use stackflow_core::template::Policy;
-use stackflow_events::event::{ErrorInfo, Event, Operation, ProviderKind};
+use stackflow_events::event::{ErrorInfo, Event, ProviderKind};
 use stackflow_events::projection::{JournalEntry, JournalStep, PendingIntent, StackState};
 use stackflow_events::{EventStore, Precondition};
 
 use stackflow_providers::router::Router as _;
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
-use crate::keys::{ActionKey, Phase, RunEvent, new_id, run_key};
+use crate::keys::{Phase, RunEvent, new_id, run_key};
 use crate::phase::{Subject, Tally, run_phase};
 use crate::progress::ProgressEvent;
 use crate::reconcile::reconcile_one;
@@ -24,7 +24,7 @@ use crate::recorder::Recorder;
 use crate::report::{Done, Failure, RollbackReport, StackReport, StackStatus, Undone};
 use crate::schedule::Task;
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic};
-use crate::step::{DeleteAnswer, Step};
+use crate::step::{Answer, Intent, Step, StepKind};
 
 /// A rollback of a failed deploy's journal.
 pub struct Rollback<S> {
@@ -256,15 +256,15 @@ impl<S: EventStore + 'static> Rollback<S> {
     ) -> Result<Result<Undone, ErrorInfo>, EngineError> {
         let id = &entry.logical_id;
         let resource_type = undo.resource_type.clone();
-        let step = Step {
-            rec: &self.recorder,
+        let step = Step::new(
+            &self.recorder,
             pre,
-            deploy_id: &self.deploy_id,
-            key: ActionKey::new(&self.rollback_id, id, Operation::Undo),
-            logical_id: id,
-            resource_type: &resource_type,
-            op: Operation::Undo,
-        };
+            (&self.rollback_id, &self.deploy_id),
+            (id, &resource_type),
+            StepKind::Undo {
+                restore: undo.restore.is_some(),
+            },
+        );
         // A created resource whose DeletionPolicy keeps it stays (as CloudFormation's
         // rollback keeps it), unless the policy is RetainExceptOnCreate.
         if matches!(entry.step, JournalStep::Created { .. }) {
@@ -279,13 +279,7 @@ impl<S: EventStore + 'static> Rollback<S> {
                 return Ok(Ok(Undone::Retained));
             }
         }
-        step.intent(
-            undo.provider,
-            Some(undo.physical_id.clone()),
-            undo.restore.clone(),
-        )
-        .await?;
-        match self.call(&step, undo).await {
+        match self.call(&step, undo).await? {
             Ok(how) => {
                 step.undone(how).await?;
                 Ok(Ok(how))
@@ -297,8 +291,12 @@ impl<S: EventStore + 'static> Rollback<S> {
         }
     }
 
-    /// The provider call that undoes one entry.
-    async fn call(&self, step: &Step<'_, S>, undo: Undo) -> Result<Undone, ErrorInfo> {
+    /// The provider call that undoes one entry (its intent first), and how it ended.
+    async fn call(
+        &self,
+        step: &Step<'_, S>,
+        undo: Undo,
+    ) -> Result<Result<Undone, ErrorInfo>, EngineError> {
         let options = DeployOptions::new();
         // No template is at hand: a nested stack can be deleted, not put back.
         let ctx = NestedContext {
@@ -309,33 +307,45 @@ impl<S: EventStore + 'static> Rollback<S> {
             resolution: None,
             secrets: &[],
         };
-        let provider = self
+        let provider = match self
             .engine
             .router(ctx)
             .for_recorded(&undo.resource_type, undo.provider)
-            .map_err(|e| plain.info("Unsupported", &e.to_string()))?;
-        match undo.restore {
+        {
+            Ok(provider) => provider,
+            Err(e) => return Ok(Err(plain.info("Unsupported", &e.to_string()))),
+        };
+        let intent = Intent {
+            provider: undo.provider,
+            physical_id: Some(undo.physical_id.clone()),
+            properties: undo.restore.clone(),
+        };
+        Ok(match undo.restore {
             None => {
                 let mut request = step.request(undo.current.unwrap_or_default());
                 request.physical_id = Some(undo.physical_id);
-                match step.delete(provider.as_ref(), &request).await {
-                    DeleteAnswer::Deleted => Ok(Undone::Deleted),
-                    DeleteAnswer::AlreadyGone => Ok(Undone::AlreadyGone),
+                match step
+                    .apply(provider.as_ref(), &request, Some(intent))
+                    .await?
+                {
+                    Answer::Deleted => Ok(Undone::Deleted),
+                    Answer::AlreadyGone => Ok(Undone::AlreadyGone),
                     // Nothing can delete it any more: it leaves the stack, as retained.
-                    DeleteAnswer::Abandoned(_) => Ok(Undone::Abandoned),
+                    Answer::Abandoned(_) => Ok(Undone::Abandoned),
                     // Still there: the entry is not undone, the resource stays recorded.
-                    DeleteAnswer::Skipped(reason) => Err(plain.info(
+                    Answer::Skipped(reason) => Err(plain.info(
                         "DeleteSkipped",
                         &format!("the delete was skipped: {reason}"),
                     )),
-                    DeleteAnswer::Failed(e) => Err(plain.error(&e)),
+                    Answer::Failed(e) => Err(plain.error(&e)),
+                    other => return Err(other.unexpected(step)),
                 }
             }
             Some(previous) => {
                 if let Some(at) = masked_at(&previous) {
                     // A secret is recorded masked: sending the mask would break the
                     // resource, so the restore is refused.
-                    return Err(plain.info(
+                    return Ok(Err(plain.info(
                         "MaskedValue",
                         &format!(
                             "cannot restore {}: its property at {at} held a secret value, \
@@ -343,15 +353,16 @@ impl<S: EventStore + 'static> Rollback<S> {
                              its NoEcho parameters) to put it back",
                             undo.physical_id
                         ),
-                    ));
+                    )));
                 }
                 let Resolved {
                     props: call,
                     resolution,
                     ..
-                } = resolve_dynamic(self.engine.lookups.as_ref(), &previous)
-                    .await
-                    .map_err(|(name, message)| ErrorInfo { name, message })?;
+                } = match resolve_dynamic(self.engine.lookups.as_ref(), &previous).await {
+                    Ok(resolved) => resolved,
+                    Err((name, message)) => return Ok(Err(ErrorInfo { name, message })),
+                };
                 let mut request = step.request(call);
                 request.physical_id = Some(undo.physical_id);
                 request.previous_properties = undo.current;
@@ -359,12 +370,16 @@ impl<S: EventStore + 'static> Rollback<S> {
                     resolution: Some(&resolution),
                     secrets: &[],
                 };
-                match step.update(provider.as_ref(), &request).await {
-                    Ok(_) => Ok(Undone::Restored),
-                    Err(e) => Err(masker.error(&e)),
+                match step
+                    .apply(provider.as_ref(), &request, Some(intent))
+                    .await?
+                {
+                    Answer::Updated(_) => Ok(Undone::Restored),
+                    Answer::Failed(e) => Err(masker.error(&e)),
+                    other => return Err(other.unexpected(step)),
                 }
             }
-        }
+        })
     }
 }
 

@@ -1,10 +1,11 @@
-//! The one place an action on a resource is recorded and carried out: its intent before
-//! the provider call, the call itself with its answer read once into a type
-//! ([`Step::create_first`], [`Step::create_again`], [`Step::update`], [`Step::delete`]),
-//! and its outcome after (done, failed with a masked error, skipped, retained,
-//! reconciled, undone). Every create, update, replacement, delete, retain, undo, revert
-//! and replay of the engine goes through a [`Step`], so every event about an action has
-//! the same key shape and names the same deploy; the reads that are no action (a
+//! The one place an action on a resource is recorded and carried out. A builder (a
+//! deploy's provision and cleanup, a rollback, a reconcile, a drift revert) says what the
+//! action is, a [`StepKind`], which names its key and its operation; [`Step::apply`]
+//! writes the intent, makes the one provider call the kind calls for and reads the
+//! answer once into an [`Answer`]; the outcome is recorded through the step too (done,
+//! failed with a masked error, skipped, retained, reconciled, undone;
+//! [`Step::settle_delete`] for a delete's every answer). So every event about an action
+//! has the same key shape and names the same deploy; the reads that are no action (a
 //! baseline, an import's lookup) are [`read_current`] and [`find`]. No other module of
 //! the engine calls a provider.
 
@@ -20,6 +21,129 @@ use crate::engine::EngineError;
 use crate::keys::{ActionKey, Phase, op_name};
 use crate::recorder::Recorder;
 use crate::report::{Failure, Undone};
+use crate::secrets::Masker;
+
+/// What a step does: the closed set of actions on one resource, each with what its call
+/// needs. The kind names the action's key (its token, the keys of its events) and its
+/// operation, and chooses the provider call [`Step::apply`] makes.
+#[derive(Clone, Copy)]
+pub(crate) enum StepKind<'a> {
+    /// A create.
+    Create(Attempt<'a>),
+    /// The create of a replacement (its predecessor is deleted in the cleanup).
+    CreateReplacement(Attempt<'a>),
+    /// An update in place.
+    Update,
+    /// The delete of a resource the stack no longer has (or of each one, in a destroy).
+    Delete,
+    /// The delete of `physical_id`, a predecessor a replacement left.
+    DeleteReplaced { physical_id: &'a str },
+    /// A journal entry undone: the delete of what the deploy made (`restore` false), or
+    /// an update back to what the resource held before (`restore` true).
+    Undo { restore: bool },
+    /// An interrupted call of an earlier run (`op`), made again under its recorded token:
+    /// its intent is there already.
+    Replay { token: &'a str, op: Operation },
+    /// A drift revert: an update back to the baseline.
+    Revert,
+}
+
+/// Which try of a create a step is.
+#[derive(Clone, Copy)]
+pub(crate) enum Attempt<'a> {
+    /// The first: a name that is taken is adopted only when `ours` says the stack's
+    /// records hold what is under it ([`Step::apply`]).
+    First(&'a (dyn Fn(&str) -> bool + Sync)),
+    /// Made again, when this stack's own intent shows it was tried before: adopted only
+    /// on proof that the earlier try made it.
+    Again,
+}
+
+impl StepKind<'_> {
+    /// The operation the step's events name.
+    fn operation(self) -> Operation {
+        match self {
+            StepKind::Create(_) => Operation::Create,
+            StepKind::CreateReplacement(_) => Operation::Replace,
+            StepKind::Update | StepKind::Revert => Operation::Update,
+            StepKind::Delete | StepKind::DeleteReplaced { .. } => Operation::Delete,
+            StepKind::Undo { .. } => Operation::Undo,
+            StepKind::Replay { op, .. } => op,
+        }
+    }
+
+    /// The step's key in run `run`.
+    fn key(self, run: &str, logical_id: &str) -> ActionKey {
+        match self {
+            StepKind::DeleteReplaced { physical_id } => {
+                ActionKey::delete_old(run, logical_id, physical_id)
+            }
+            StepKind::Replay { token, .. } => ActionKey::from_token(token),
+            kind => ActionKey::new(run, logical_id, kind.operation()),
+        }
+    }
+}
+
+/// What the intent of a step says before its call: the provider, the resource it acts on
+/// when it exists, the properties it sends (as recorded).
+pub(crate) struct Intent {
+    pub provider: ProviderKind,
+    pub physical_id: Option<String>,
+    pub properties: Option<Map<String, Value>>,
+}
+
+/// A provider's answer to a step's call, read once.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Made (or adopted: its own, proven).
+    Created(Created),
+    /// Updated (`replaced`: the provider made a new one itself).
+    Updated(Updated),
+    /// Deleted now.
+    Deleted,
+    /// Gone before the delete (AWS said it is not there): done all the same.
+    AlreadyGone,
+    /// The provider deliberately left it in place: it stays recorded.
+    Skipped(String),
+    /// Nothing can delete it any more: it leaves the stack, as if retained.
+    Abandoned(String),
+    /// The call failed.
+    Failed(ProviderError),
+}
+
+impl Answer {
+    /// The error of a builder that got an answer its step's kind cannot give (an update
+    /// that answered as a delete): the engine's fault, named without the answer's values.
+    pub fn unexpected<S>(&self, step: &Step<'_, S>) -> EngineError {
+        let answer = match self {
+            Answer::Created(_) => "created",
+            Answer::Updated(_) => "updated",
+            Answer::Deleted => "deleted",
+            Answer::AlreadyGone => "already gone",
+            Answer::Skipped(_) => "skipped",
+            Answer::Abandoned(_) => "abandoned",
+            Answer::Failed(_) => "failed",
+        };
+        EngineError::Internal(format!(
+            "{}: its {} step was answered '{answer}'",
+            step.logical_id,
+            op_name(step.op)
+        ))
+    }
+}
+
+/// How a delete ended, as [`Step::settle_delete`] recorded it.
+#[derive(Debug)]
+pub(crate) enum Deletion {
+    /// Deleted, or gone already: recorded as deleted.
+    Deleted,
+    /// Left in place by the provider, on purpose: recorded as skipped; it stays recorded.
+    Skipped(String),
+    /// Nothing can delete it: recorded as retained; it leaves the stack.
+    Retained(String),
+    /// The call failed: nothing recorded (what it means is the run's to say).
+    Failed(ProviderError),
+}
 
 /// One action on one resource.
 pub(crate) struct Step<'a, S> {
@@ -37,9 +161,33 @@ pub(crate) struct Step<'a, S> {
     pub resource_type: &'a str,
     /// What is done.
     pub op: Operation,
+    /// What is done, and how it is called.
+    kind: StepKind<'a>,
 }
 
-impl<S: EventStore> Step<'_, S> {
+impl<'a, S: EventStore> Step<'a, S> {
+    /// The step `kind` on resource `logical_id` (of type `resource_type`) in run `run`,
+    /// whose events are about deploy `deploy_id` (the run itself, but for a rollback,
+    /// whose events name the deploy it undoes).
+    pub fn new(
+        rec: &'a Recorder<S>,
+        pre: &'a Precondition,
+        (run, deploy_id): (&str, &'a str),
+        (logical_id, resource_type): (&'a str, &'a str),
+        kind: StepKind<'a>,
+    ) -> Step<'a, S> {
+        Step {
+            rec,
+            pre,
+            deploy_id,
+            key: kind.key(run, logical_id),
+            logical_id,
+            resource_type,
+            op: kind.operation(),
+            kind,
+        }
+    }
+
     async fn append(&self, phase: Phase, event: Event) -> Result<(), EngineError> {
         self.rec
             .append(self.key.event(phase), event, self.pre)
@@ -221,94 +369,157 @@ impl<S: EventStore> Step<'_, S> {
         .await
     }
 
-    /// The first call of a create (no intent of it was there before). A name that is
-    /// taken is adopted only when `ours` says the stack's records hold what is under it
-    /// (a replaced predecessor a killed deploy did not delete yet, which the template
-    /// names again), and brought to `request`'s properties ([`adopt_own`]); anything else
-    /// is someone else's, refused.
-    pub async fn create_first(
+    /// Carries the step out: appends its intent (a replay has it already), makes the
+    /// provider call its kind calls for with `request`, and reads the answer once.
+    pub async fn apply(
         &self,
         provider: &dyn Provider,
         request: &ResourceRequest,
-        ours: impl Fn(&str) -> bool,
-    ) -> Result<Created, ProviderError> {
-        let taken = match provider.create(request).await {
-            Err(ProviderError::AlreadyExists(taken)) => taken,
-            other => return other,
+        intent: Option<Intent>,
+    ) -> Result<Answer, EngineError> {
+        debug_assert_eq!(
+            intent.is_none(),
+            matches!(self.kind, StepKind::Replay { .. }),
+            "a step writes its intent unless it replays one"
+        );
+        if let Some(i) = intent {
+            self.intent(i.provider, i.physical_id, i.properties).await?;
+        }
+        let created = |made: Result<Created, ProviderError>| match made {
+            Ok(c) => Answer::Created(c),
+            Err(e) => Answer::Failed(e),
         };
-        match provider.import(request).await {
-            Ok(Imported::Found { physical_id, .. }) if ours(&physical_id) => {
-                adopt_own(provider, request, physical_id).await
+        Ok(match self.kind {
+            StepKind::Create(Attempt::First(ours))
+            | StepKind::CreateReplacement(Attempt::First(ours)) => {
+                created(create_first(provider, request, ours).await)
             }
-            _ => Err(ProviderError::AlreadyExists(taken)),
-        }
+            StepKind::Create(Attempt::Again) | StepKind::CreateReplacement(Attempt::Again) => {
+                created(create_again(provider, request).await)
+            }
+            StepKind::Replay { op, .. } => match op {
+                Operation::Create | Operation::Replace => {
+                    created(create_again(provider, request).await)
+                }
+                Operation::Update => update(provider, request).await,
+                Operation::Delete | Operation::Undo => delete(provider, request).await,
+            },
+            StepKind::Update | StepKind::Revert | StepKind::Undo { restore: true } => {
+                update(provider, request).await
+            }
+            StepKind::Delete
+            | StepKind::DeleteReplaced { .. }
+            | StepKind::Undo { restore: false } => delete(provider, request).await,
+        })
     }
 
-    /// A create made again, when this stack's own intent shows it was tried before (an
-    /// interrupted or retried create): the provider answers with what that call made, or
-    /// makes it now. The intent does not show that the call reached AWS, so a named
-    /// resource that exists is adopted only on proof that this create made it
-    /// ([`Provider::made_by`]: the mark the create left), and then brought to `request`'s
-    /// properties ([`adopt_own`]). Anything else under the name is someone else's:
-    /// refused, untouched and unrecorded.
-    pub async fn create_again(
+    /// Records what a delete's `answer` means for the stack, at `phase` when it is done:
+    /// deleted (or gone already), skipped (it stays recorded) or retained (abandoned: it
+    /// leaves the stack), each reason masked by `masker`; a failure is returned
+    /// unrecorded. `physical_id` is what was deleted; `replaced` when it was a
+    /// predecessor.
+    pub async fn settle_delete(
         &self,
-        provider: &dyn Provider,
-        request: &ResourceRequest,
-    ) -> Result<Created, ProviderError> {
-        let taken = match provider.create(request).await {
-            Err(ProviderError::AlreadyExists(taken)) => taken,
-            other => return other,
-        };
-        let Ok(Imported::Found { physical_id, .. }) = provider.import(request).await else {
-            return Err(ProviderError::AlreadyExists(taken));
-        };
-        let mut found = request.clone();
-        found.physical_id = Some(physical_id.clone());
-        match provider.made_by(&found).await {
-            Ok(true) => adopt_own(provider, request, physical_id).await,
-            Ok(false) => Err(not_proven(request, &physical_id)),
-            Err(e) => Err(e.context(format_args!(
-                "{physical_id} exists, and whether this stack made it could not be read; not \
-                 adopted"
-            ))),
-        }
-    }
-
-    /// An update in place (the provider may answer that it replaced the resource).
-    pub async fn update(
-        &self,
-        provider: &dyn Provider,
-        request: &ResourceRequest,
-    ) -> Result<Updated, ProviderError> {
-        provider.update(request).await
-    }
-
-    /// A delete, its answer read once.
-    pub async fn delete(&self, provider: &dyn Provider, request: &ResourceRequest) -> DeleteAnswer {
-        match provider.delete(request).await {
-            Ok(Deleted::Done) => DeleteAnswer::Deleted,
-            Ok(Deleted::Skipped { reason }) => DeleteAnswer::Skipped(reason),
-            Ok(Deleted::Abandoned { reason }) => DeleteAnswer::Abandoned(reason),
-            Err(ProviderError::NotFound(_)) => DeleteAnswer::AlreadyGone,
-            Err(e) => DeleteAnswer::Failed(e),
-        }
+        answer: Answer,
+        phase: Phase,
+        physical_id: &str,
+        replaced: bool,
+        masker: &Masker<'_>,
+    ) -> Result<Deletion, EngineError> {
+        Ok(match answer {
+            Answer::Deleted | Answer::AlreadyGone => {
+                self.deleted(phase, physical_id.to_string(), replaced)
+                    .await?;
+                Deletion::Deleted
+            }
+            Answer::Skipped(reason) => {
+                let reason = masker.text(&reason);
+                self.skipped(Phase::Skipped, &reason).await?;
+                Deletion::Skipped(reason)
+            }
+            Answer::Abandoned(reason) => {
+                let reason = masker.text(&reason);
+                self.retained(physical_id.to_string(), reason.clone(), replaced)
+                    .await?;
+                Deletion::Retained(reason)
+            }
+            Answer::Failed(e) => Deletion::Failed(e),
+            other @ (Answer::Created(_) | Answer::Updated(_)) => {
+                return Err(other.unexpected(self));
+            }
+        })
     }
 }
 
-/// How a delete ended, read once from the provider's whole answer.
-#[derive(Debug)]
-pub(crate) enum DeleteAnswer {
-    /// Deleted now.
-    Deleted,
-    /// Gone before the call (AWS said it is not there): done all the same.
-    AlreadyGone,
-    /// The provider deliberately left it in place: it stays recorded.
-    Skipped(String),
-    /// Nothing can delete it any more: it leaves the stack, as if retained.
-    Abandoned(String),
-    /// The call failed.
-    Failed(ProviderError),
+/// An update in place (the provider may answer that it replaced the resource).
+async fn update(provider: &dyn Provider, request: &ResourceRequest) -> Answer {
+    match provider.update(request).await {
+        Ok(u) => Answer::Updated(u),
+        Err(e) => Answer::Failed(e),
+    }
+}
+
+/// A delete, its answer read once.
+async fn delete(provider: &dyn Provider, request: &ResourceRequest) -> Answer {
+    match provider.delete(request).await {
+        Ok(Deleted::Done) => Answer::Deleted,
+        Ok(Deleted::Skipped { reason }) => Answer::Skipped(reason),
+        Ok(Deleted::Abandoned { reason }) => Answer::Abandoned(reason),
+        Err(ProviderError::NotFound(_)) => Answer::AlreadyGone,
+        Err(e) => Answer::Failed(e),
+    }
+}
+
+/// The first call of a create (no intent of it was there before). A name that is taken
+/// is adopted only when `ours` says the stack's records hold what is under it (a
+/// replaced predecessor a killed deploy did not delete yet, which the template names
+/// again), and brought to `request`'s properties ([`adopt_own`]); anything else is
+/// someone else's, refused.
+async fn create_first(
+    provider: &dyn Provider,
+    request: &ResourceRequest,
+    ours: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<Created, ProviderError> {
+    let taken = match provider.create(request).await {
+        Err(ProviderError::AlreadyExists(taken)) => taken,
+        other => return other,
+    };
+    match provider.import(request).await {
+        Ok(Imported::Found { physical_id, .. }) if ours(&physical_id) => {
+            adopt_own(provider, request, physical_id).await
+        }
+        _ => Err(ProviderError::AlreadyExists(taken)),
+    }
+}
+
+/// A create made again, when this stack's own intent shows it was tried before (an
+/// interrupted or retried create): the provider answers with what that call made, or
+/// makes it now. The intent does not show that the call reached AWS, so a named resource
+/// that exists is adopted only on proof that this create made it ([`Provider::made_by`]:
+/// the mark the create left), and then brought to `request`'s properties
+/// ([`adopt_own`]). Anything else under the name is someone else's: refused, untouched
+/// and unrecorded.
+async fn create_again(
+    provider: &dyn Provider,
+    request: &ResourceRequest,
+) -> Result<Created, ProviderError> {
+    let taken = match provider.create(request).await {
+        Err(ProviderError::AlreadyExists(taken)) => taken,
+        other => return other,
+    };
+    let Ok(Imported::Found { physical_id, .. }) = provider.import(request).await else {
+        return Err(ProviderError::AlreadyExists(taken));
+    };
+    let mut found = request.clone();
+    found.physical_id = Some(physical_id.clone());
+    match provider.made_by(&found).await {
+        Ok(true) => adopt_own(provider, request, physical_id).await,
+        Ok(false) => Err(not_proven(request, &physical_id)),
+        Err(e) => Err(e.context(format_args!(
+            "{physical_id} exists, and whether this stack made it could not be read; not \
+             adopted"
+        ))),
+    }
 }
 
 /// Adopts `physical_id`, a resource this stack made (its own intent or records say so),
@@ -374,4 +585,60 @@ pub(crate) async fn find(
     request: &ResourceRequest,
 ) -> Result<Imported, ProviderError> {
     provider.import(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_names_its_operation_and_key() {
+        let ours = |_: &str| false;
+        let first = Attempt::First(&ours);
+        let cases = [
+            (StepKind::Create(first), Operation::Create, "d1/A/create"),
+            (
+                StepKind::Create(Attempt::Again),
+                Operation::Create,
+                "d1/A/create",
+            ),
+            (
+                StepKind::CreateReplacement(first),
+                Operation::Replace,
+                "d1/A/replace",
+            ),
+            (StepKind::Update, Operation::Update, "d1/A/update"),
+            (StepKind::Revert, Operation::Update, "d1/A/update"),
+            (StepKind::Delete, Operation::Delete, "d1/A/delete"),
+            (
+                StepKind::Undo { restore: true },
+                Operation::Undo,
+                "d1/A/undo",
+            ),
+            (
+                StepKind::Undo { restore: false },
+                Operation::Undo,
+                "d1/A/undo",
+            ),
+        ];
+        for (kind, op, token) in cases {
+            assert_eq!(kind.operation(), op);
+            assert_eq!(kind.key("d1", "A").token(), token);
+        }
+        // A predecessor's delete is keyed by what it deletes: two in one run differ.
+        let old = |p| StepKind::DeleteReplaced { physical_id: p };
+        assert_eq!(old("q-1").operation(), Operation::Delete);
+        assert_eq!(
+            old("q-1").key("d1", "A"),
+            ActionKey::delete_old("d1", "A", "q-1")
+        );
+        assert_ne!(old("q-1").key("d1", "A"), old("q-2").key("d1", "A"));
+        // A replay is its intent's own token and operation, whatever run replays it.
+        let replay = StepKind::Replay {
+            token: "d0/A/create",
+            op: Operation::Create,
+        };
+        assert_eq!(replay.operation(), Operation::Create);
+        assert_eq!(replay.key("d9", "A").token(), "d0/A/create");
+    }
 }

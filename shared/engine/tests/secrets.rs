@@ -535,3 +535,55 @@ async fn a_value_taken_apart_from_a_secret_deploys_again() {
         ],
     );
 }
+
+/// A create interrupted after its intent is replayed by the next deploy, and the replay
+/// fails with an error that quotes the secret it was sent: the progress line that says
+/// how the replay ended has it masked, as the recorded failure has.
+#[tokio::test]
+async fn a_replayed_create_that_fails_quoting_its_secret_is_reported_masked() {
+    const FROM_SECRETS_MANAGER: &str = "replay-plaintext-M3w";
+    let reference = "{{resolve:secretsmanager:db:SecretString:password}}";
+    let v1 = support::input(
+        "app",
+        json!({ "Resources": { "D": param("/d", json!(format!("prefix-{reference}"))) } }),
+    );
+    // The first n appends of the deploy go through: the smallest n that leaves D's
+    // create announced and its outcome unrecorded.
+    for n in 0..12 {
+        let mut lookups = FakeLookups::default();
+        lookups
+            .dynamic
+            .insert(reference.into(), FROM_SECRETS_MANAGER.into());
+        let rig = Rig::with_lookups(lookups);
+        rig.holders_gone
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        rig.store.fail_after(n);
+        let crashed = deploy_stack(rig.engine.clone(), v1.clone(), options()).await;
+        rig.store.heal();
+        if crashed.is_ok()
+            || !rig
+                .state("app")
+                .await
+                .pending
+                .values()
+                .any(|p| p.logical_id == "D")
+        {
+            continue;
+        }
+        rig.cloud.fail_echoing_once(Op::Create, "D");
+        let report = deploy(&rig, &v1).await;
+        assert_eq!(report.status, StackStatus::Succeeded, "{report:#?}");
+        let lines = rig.lines.all();
+        let replay = lines
+            .iter()
+            .find(|l| l.contains("the interrupted create failed"))
+            .unwrap_or_else(|| panic!("the replay's failure is reported: {lines:#?}"));
+        assert!(
+            replay.contains("prefix-"),
+            "the error quotes the request: {replay}"
+        );
+        assert_never_written(&written(&rig, "app").await, &[FROM_SECRETS_MANAGER]);
+        return;
+    }
+    panic!("no crash left D's create announced and unrecorded");
+}

@@ -9,7 +9,6 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use stackflow_core::plan::Action;
 use stackflow_core::template::Policy;
-use stackflow_events::event::Operation;
 use stackflow_events::projection::StackState;
 use stackflow_events::{EventStore, Precondition};
 
@@ -17,13 +16,13 @@ use super::Deployment;
 use stackflow_providers::router::Router as _;
 
 use crate::engine::{Engine, NestedContext};
-use crate::keys::{ActionKey, Phase};
+use crate::keys::Phase;
 use crate::phase::Subject;
 use crate::recorder::Recorder;
 use crate::report::{Done, Handled};
 use crate::schedule::{self, Task};
 use crate::secrets::Masker;
-use crate::step::{DeleteAnswer, Step};
+use crate::step::{Deletion, Intent, Step, StepKind};
 
 /// One cleanup action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -166,19 +165,20 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
             },
         }
     };
-    let step = Step {
+    let kind = if replaced {
+        StepKind::DeleteReplaced {
+            physical_id: &resource.physical_id,
+        }
+    } else {
+        StepKind::Delete
+    };
+    let step = Step::new(
         rec,
         pre,
-        deploy_id: run_id,
-        key: if replaced {
-            ActionKey::delete_old(run_id, &logical_id, &resource.physical_id)
-        } else {
-            ActionKey::new(run_id, &logical_id, Operation::Delete)
-        },
-        logical_id: &logical_id,
-        resource_type: &resource.resource_type,
-        op: Operation::Delete,
-    };
+        (run_id, run_id),
+        (&logical_id, &resource.resource_type),
+        kind,
+    );
     let (policy, which) = if replaced {
         (resource.update_replace_policy, "UpdateReplacePolicy")
     } else {
@@ -193,8 +193,6 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
             .await?;
         return Ok(Ok(Done::Retained(reason)));
     }
-    step.intent(resource.provider, Some(resource.physical_id.clone()), None)
-        .await?;
     let masker = Masker {
         resolution: None,
         secrets: &[],
@@ -211,25 +209,31 @@ pub(crate) async fn delete_one<S: EventStore + 'static>(
     };
     let mut request = step.request(resource.properties.clone());
     request.physical_id = Some(resource.physical_id.clone());
-    match step.delete(provider.as_ref(), &request).await {
-        DeleteAnswer::Deleted | DeleteAnswer::AlreadyGone => {
-            step.deleted(Phase::Done, resource.physical_id.clone(), replaced)
-                .await?;
-            Ok(Ok(Done::Deleted))
-        }
-        DeleteAnswer::Skipped(reason) => {
-            let reason = masker.text(&reason);
-            step.skipped(Phase::Skipped, &reason).await?;
-            Ok(Ok(Done::Skipped(reason)))
-        }
-        DeleteAnswer::Abandoned(reason) => {
-            let reason = masker.text(&reason);
-            step.retained(resource.physical_id.clone(), reason.clone(), replaced)
-                .await?;
-            Ok(Ok(Done::Retained(reason)))
-        }
-        DeleteAnswer::Failed(e) => Ok(Err(step.failed(Phase::Failed, masker.error(&e)).await?)),
-    }
+    let intent = Intent {
+        provider: resource.provider,
+        physical_id: Some(resource.physical_id.clone()),
+        properties: None,
+    };
+    let answer = step
+        .apply(provider.as_ref(), &request, Some(intent))
+        .await?;
+    Ok(
+        match step
+            .settle_delete(
+                answer,
+                Phase::Done,
+                &resource.physical_id,
+                replaced,
+                &masker,
+            )
+            .await?
+        {
+            Deletion::Deleted => Ok(Done::Deleted),
+            Deletion::Skipped(reason) => Ok(Done::Skipped(reason)),
+            Deletion::Retained(reason) => Ok(Done::Retained(reason)),
+            Deletion::Failed(e) => Err(step.failed(Phase::Failed, masker.error(&e)).await?),
+        },
+    )
 }
 
 /// The subjects and tasks of a set of cleanup items, for [`crate::phase::run_phase`].

@@ -22,7 +22,6 @@ use stackflow_core::TemplateError;
 use stackflow_core::intrinsics::{Mode, Resolver};
 use stackflow_core::plan::{Action, Plan};
 use stackflow_core::secrets::DigestKey;
-use stackflow_events::event::Operation;
 use stackflow_events::projection::JournalStep;
 use stackflow_events::{EventStore, Precondition};
 
@@ -31,7 +30,6 @@ pub(crate) use cleanup::{cleanup_items, cleanup_of, delete_one};
 pub use started::{Started, TASK_BOUND, running_intents};
 
 use crate::engine::{DeployOptions, Engine, EngineError, NestedContext};
-use crate::keys::ActionKey;
 use crate::lookups::Answers;
 use crate::observe::Observations;
 use crate::recorder::Recorder;
@@ -39,7 +37,7 @@ use crate::report::Done;
 use crate::schedule::Task;
 use crate::secrets::Sealed;
 use crate::stack::{DeployEnv, StackInput};
-use crate::step::Step;
+use crate::step::{Step, StepKind};
 
 /// One deploy of one stack, from its plan to its end.
 pub struct Deployment<S> {
@@ -212,23 +210,21 @@ impl<S: EventStore + 'static> Deployment<S> {
         }
     }
 
-    /// The step of `op` on resource `id` of this deploy.
+    /// The step `kind` on resource `id` of this deploy.
     pub(crate) fn step<'a>(
         &'a self,
         pre: &'a Precondition,
         id: &'a str,
         resource_type: &'a str,
-        op: Operation,
+        kind: StepKind<'a>,
     ) -> Step<'a, S> {
-        Step {
-            rec: &self.recorder,
+        Step::new(
+            &self.recorder,
             pre,
-            deploy_id: &self.deploy_id,
-            key: ActionKey::new(&self.deploy_id, id, op),
-            logical_id: id,
-            resource_type,
-            op,
-        }
+            (&self.deploy_id, &self.deploy_id),
+            (id, resource_type),
+            kind,
+        )
     }
 
     /// Runs `f` with a resolver of this deploy's template over the state now (resources

@@ -22,6 +22,7 @@ use crate::keys::Phase;
 use crate::observe::{Observation, may_observe};
 use crate::report::{Done, Handled};
 use crate::secrets::{Masker, Resolved, masked_at, resolve_dynamic, resolved_secrets};
+use crate::step::{Answer, Attempt, Intent, StepKind};
 
 /// What the template wants of one resource, as it is recorded.
 struct Desired {
@@ -87,6 +88,15 @@ fn operation(action: Action, id: &str) -> Result<Operation, EngineError> {
     }
 }
 
+/// The step provision's `op` is, a create tried as `attempt` says.
+fn step_kind(op: Operation, attempt: Attempt<'_>) -> StepKind<'_> {
+    match op {
+        Operation::Create => StepKind::Create(attempt),
+        Operation::Replace => StepKind::CreateReplacement(attempt),
+        _ => StepKind::Update,
+    }
+}
+
 impl<S: EventStore + 'static> Deployment<S> {
     /// **Provision** handler: one create, update or replacement of resource `id`.
     pub async fn provision(&self, id: &str) -> Handled {
@@ -117,7 +127,8 @@ impl<S: EventStore + 'static> Deployment<S> {
         let id = rp.logical_id.as_str();
         let pre = self.holds();
         let ty = rp.resource_type.as_str();
-        let step = self.step(&pre, id, ty, op);
+        // (for its records and its request: `create` and `update` make the calls)
+        let step = self.step(&pre, id, ty, step_kind(op, Attempt::Again));
         let props = match self.values_to_send(id) {
             Ok(p) => p,
             Err(info) => return Ok(Err(step.failed(Phase::Failed, info).await?)),
@@ -293,7 +304,13 @@ impl<S: EventStore + 'static> Deployment<S> {
     async fn create(&self, mut call: Call<'_>, op: Operation) -> Handled {
         let pre = self.holds();
         let d = call.desired;
-        let step = self.step(&pre, &d.logical_id, &d.resource_type, op);
+        let ours = |found: &str| self.recorded(found);
+        let step = self.step(
+            &pre,
+            &d.logical_id,
+            &d.resource_type,
+            step_kind(op, Attempt::First(&ours)),
+        );
         let replaces = if op == Operation::Replace {
             call.current.as_ref().map(|c| c.0.clone())
         } else {
@@ -310,20 +327,27 @@ impl<S: EventStore + 'static> Deployment<S> {
             let token = step.key.token();
             state.pending.values().any(|p| p.token == token)
         };
-        step.intent(call.routed.kind, announced, Some(d.properties.clone()))
-            .await?;
+        let step = if retried {
+            self.step(
+                &pre,
+                &d.logical_id,
+                &d.resource_type,
+                step_kind(op, Attempt::Again),
+            )
+        } else {
+            step
+        };
         call.request.token = step.key.token().to_string();
         call.request.physical_id = None;
         call.request.previous_properties = None;
-        let provider = call.routed.provider.as_ref();
-        let made = if retried {
-            step.create_again(provider, &call.request).await
-        } else {
-            step.create_first(provider, &call.request, |found| self.recorded(found))
-                .await
+        let intent = Intent {
+            provider: call.routed.kind,
+            physical_id: announced,
+            properties: Some(d.properties.clone()),
         };
-        match made {
-            Ok(created) => {
+        let provider = call.routed.provider.as_ref();
+        match step.apply(provider, &call.request, Some(intent)).await? {
+            Answer::Created(created) => {
                 let record = self.made(
                     &call,
                     created.physical_id,
@@ -339,9 +363,10 @@ impl<S: EventStore + 'static> Deployment<S> {
                     Done::Created
                 }))
             }
-            Err(e) => Ok(Err(step
+            Answer::Failed(e) => Ok(Err(step
                 .failed(Phase::Failed, call.masker.error(&e))
                 .await?)),
+            other => Err(other.unexpected(&step)),
         }
     }
 
@@ -421,21 +446,18 @@ impl<S: EventStore + 'static> Deployment<S> {
     async fn update(&self, mut call: Call<'_>) -> Handled {
         let pre = self.holds();
         let d = call.desired;
-        let step = self.step(&pre, &d.logical_id, &d.resource_type, Operation::Update);
+        let step = self.step(&pre, &d.logical_id, &d.resource_type, StepKind::Update);
         let (physical, previous) = call.current.clone().unzip();
-        step.intent(
-            call.routed.kind,
-            physical.clone(),
-            Some(d.properties.clone()),
-        )
-        .await?;
+        let intent = Intent {
+            provider: call.routed.kind,
+            physical_id: physical.clone(),
+            properties: Some(d.properties.clone()),
+        };
         call.request.physical_id = physical.clone();
         call.request.previous_properties = previous.clone();
-        match step
-            .update(call.routed.provider.as_ref(), &call.request)
-            .await
-        {
-            Ok(updated) if !updated.replaced => {
+        let provider = call.routed.provider.as_ref();
+        match step.apply(provider, &call.request, Some(intent)).await? {
+            Answer::Updated(updated) if !updated.replaced => {
                 let record = self.made(
                     &call,
                     updated.physical_id,
@@ -448,10 +470,15 @@ impl<S: EventStore + 'static> Deployment<S> {
                 self.observe(observation);
                 Ok(Ok(Done::Updated))
             }
-            Ok(updated) => {
+            Answer::Updated(updated) => {
                 // The provider made a new resource itself: the old one is a predecessor,
-                // deleted in cleanup.
-                let replace = self.step(&pre, &d.logical_id, &d.resource_type, Operation::Replace);
+                // deleted in cleanup. (This step records; it makes no call.)
+                let replace = self.step(
+                    &pre,
+                    &d.logical_id,
+                    &d.resource_type,
+                    StepKind::CreateReplacement(Attempt::Again),
+                );
                 let record = self.made(
                     &call,
                     updated.physical_id,
@@ -466,15 +493,16 @@ impl<S: EventStore + 'static> Deployment<S> {
                     .await?;
                 Ok(Ok(Done::Replaced))
             }
-            Err(ProviderError::NotUpdatable(why)) => {
+            Answer::Failed(ProviderError::NotUpdatable(why)) => {
                 // AWS cannot make this change in place: replace instead.
                 step.skipped(Phase::Skipped, &format!("not updatable in place: {why}"))
                     .await?;
                 self.create(call, Operation::Replace).await
             }
-            Err(e) => Ok(Err(step
+            Answer::Failed(e) => Ok(Err(step
                 .failed(Phase::Failed, call.masker.error(&e))
                 .await?)),
+            other => Err(other.unexpected(&step)),
         }
     }
 }

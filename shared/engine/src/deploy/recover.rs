@@ -25,7 +25,9 @@ impl<S: EventStore + 'static> Deployment<S> {
         };
         let pre = self.holds();
         for p in &pending {
-            let outcome = reconcile_one(&self.engine, &self.recorder, &pre, p, Some(self)).await?;
+            let outcome = reconcile_one(&self.engine, &self.recorder, &pre, p, Some(self))
+                .await?
+                .to_string();
             self.engine
                 .progress
                 .report(ProgressEvent::ResourceFinished {

@@ -7,17 +7,17 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use stackflow_events::EventStore;
-use stackflow_events::event::{Operation, ProviderKind, ResourceRecord};
+use stackflow_events::event::{ProviderKind, ResourceRecord};
 use stackflow_events::projection::ResourceState;
 use stackflow_providers::provider::CurrentState;
 
 use super::{CheckRun, DriftStatus, ResourceDrift, declined};
 use crate::engine::{Engine, EngineError};
-use crate::keys::{ActionKey, Phase};
+use crate::keys::Phase;
 use crate::secrets::{
     Masker, contains_mask, mask_attributes_plain, resolve_dynamic, resolved_secrets,
 };
-use crate::step::Step;
+use crate::step::{Answer, Intent, Step, StepKind};
 
 /// Whether a run id is a drift check's (whose only actions are reverts).
 pub(crate) fn is_drift_run(run: &str) -> bool {
@@ -107,15 +107,13 @@ async fn revert_call<S: EventStore + 'static>(
         Ok(provider) => provider,
         Err(e) => return Ok(Outcome::Declined(e.to_string())),
     };
-    let step = Step {
-        rec: run.rec,
-        pre: run.pre,
-        deploy_id: run.check_id,
-        key: ActionKey::new(run.check_id, id, Operation::Update),
-        logical_id: id,
-        resource_type: &r.resource_type,
-        op: Operation::Update,
-    };
+    let step = Step::new(
+        run.rec,
+        run.pre,
+        (run.check_id, run.check_id),
+        (id, &r.resource_type),
+        StepKind::Revert,
+    );
     let previous: Map<String, Value> = aws
         .iter()
         .filter(|(k, _)| r.properties.contains_key(*k) || drifted.contains(k))
@@ -126,18 +124,20 @@ async fn revert_call<S: EventStore + 'static>(
     let mut request = step.request(desired);
     request.physical_id = Some(r.physical_id.clone());
     request.previous_properties = Some(previous);
-    step.intent(
-        r.provider,
-        Some(r.physical_id.clone()),
-        Some(r.properties.clone()),
-    )
-    .await?;
+    let intent = Intent {
+        provider: r.provider,
+        physical_id: Some(r.physical_id.clone()),
+        properties: Some(r.properties.clone()),
+    };
     let masker = Masker {
         resolution: Some(&resolved.resolution),
         secrets: &[],
     };
-    match step.update(provider.as_ref(), &request).await {
-        Ok(updated) => {
+    match step
+        .apply(provider.as_ref(), &request, Some(intent))
+        .await?
+    {
+        Answer::Updated(updated) => {
             let needles = resolved_secrets(&resolved.resolution);
             let record = ResourceRecord {
                 logical_id: id.to_string(),
@@ -161,12 +161,13 @@ async fn revert_call<S: EventStore + 'static>(
             .await?;
             Ok(Outcome::Reverted)
         }
-        Err(e) => {
+        Answer::Failed(e) => {
             let error = masker.error(&e);
             let why = format!("the update back to the baseline failed: {}", error.message);
             step.failed(Phase::Failed, error).await?;
             Ok(Outcome::Declined(why))
         }
+        other => Err(other.unexpected(&step)),
     }
 }
 
