@@ -383,7 +383,13 @@ impl Emulator {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or_default();
-        let log_path = log_dir.join(format!("fakecloud-{}-{millis}.log", std::process::id()));
+        // Two emulators of one test binary may start in the same millisecond (the shared
+        // one and the strict one, for two tests at once): each gets its own log, the file
+        // its port is read from, and its own stand-in directory.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let instance = format!("{}-{millis}-{nth}", std::process::id());
+        let log_path = log_dir.join(format!("fakecloud-{instance}.log"));
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -411,7 +417,7 @@ impl Emulator {
                 command.env_remove(key);
             }
         }
-        let standin_dir = log_dir.join(format!("standin-{}-{millis}", std::process::id()));
+        let standin_dir = log_dir.join(format!("standin-{instance}"));
         command
             .env(CONTAINER_CLI_ENV, STANDIN)
             .env(STANDIN_DIR_ENV, &standin_dir);
