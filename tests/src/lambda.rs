@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use aws_sdk_lambda::primitives::Blob;
-use aws_sdk_lambda::types::{Environment, FunctionCode, Runtime};
+use aws_sdk_lambda::types::{Architecture, Environment, FunctionCode, Runtime};
 
 use crate::emulator::unique_name;
 
@@ -66,6 +66,8 @@ pub struct FunctionSpec<'a> {
     pub zip: Vec<u8>,
     pub timeout: i32,
     pub env: Vec<(String, String)>,
+    /// `Architectures` (Lambda's default, x86_64, when `None`).
+    pub architecture: Option<Architecture>,
 }
 
 /// Creates `spec` on the emulator; its ARN.
@@ -81,6 +83,7 @@ pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec
         .handler(spec.handler)
         .role("arn:aws:iam::123456789012:role/stackflow-test-lambda")
         .timeout(spec.timeout)
+        .set_architectures(spec.architecture.map(|a| vec![a]))
         .environment(env.build())
         .code(
             FunctionCode::builder()

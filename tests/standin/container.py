@@ -34,7 +34,9 @@ How the function runs (a local process, started at the first invocation, as the 
 does, and again after it exited):
 
 - `provided.al2023` / `provided.al2`: `bootstrap` from `/var/runtime` (else
-  `/var/task`) as it is: a binary built for this host.
+  `/var/task`): a binary built for this host runs as it is, one built for arm64 under
+  `qemu-aarch64` (Debian's `qemu-user`, with `libc6-arm64-cross`'s C library), whatever
+  the function's `Architectures` says.
 - `nodejs*`: `runtime.js` beside this file under the installed `node` (whatever its
   version: the runtime's version is not honoured). `NODE_PATH` has the function's
   layers (`/opt/nodejs/node_modules`), the AWS SDK for JavaScript v3 that
@@ -52,7 +54,7 @@ Limits (what real Lambda does that this does not):
 
 - no isolation: the code runs as this user, on this machine's file system; `/tmp` is
   the machine's `/tmp`; memory size, ephemeral storage, architecture and VPC settings
-  are ignored; `PackageType=Image` functions are not supported (`pull` fails).
+  are ignored (the bootstrap's ELF machine chooses qemu, not the setting); `PackageType=Image` functions are not supported (`pull` fails).
 - one invocation at a time per container (as Lambda; fakecloud starts more containers
   for concurrent calls); the function's timeout (`AWS_LAMBDA_FUNCTION_TIMEOUT`) kills the
   process and answers `Sandbox.Timedout`; a process that exits mid-invocation answers
@@ -67,7 +69,9 @@ Limits (what real Lambda does that this does not):
   the context has the usual fields but `callbackWaitsForEmptyEventLoop` is not honoured
   (the answer is sent when the handler's promise or callback settles); no streaming.
 - Python: standard library only (no boto3); no `awslambdaric` extras.
-- logs are plain lines (no timestamp/request-id prefixes); no CloudWatch Logs.
+- logs are plain lines (no timestamp/request-id prefixes); no CloudWatch Logs. The REPORT
+  line of an invocation that started the process has `Init Duration` (from the start to
+  its first request for an event), as Lambda's cold starts do.
 - a container's server stops by itself when the fakecloud that made it is gone
   (the `fakecloud-instance=fakecloud-<pid>` label) or its directory was removed.
 """

@@ -48,6 +48,8 @@ class Function:
         self.current = None  # request id of the invocation in flight
         self.answer = None  # (kind, body bytes)
         self.invoke_lock = threading.Lock()
+        self.spawned = None  # when the process was started, until it first asked for an event
+        self.init_ms = None  # how long that took, for the REPORT line of the invocation
 
     def env(self):
         env = {}
@@ -74,7 +76,7 @@ class Function:
             for place in ("var/runtime/bootstrap", "var/task/bootstrap"):
                 path = os.path.join(self.fs, place)
                 if os.path.exists(path):
-                    return [path]
+                    return emulated(path)
             raise RuntimeError("no bootstrap in /var/runtime or /var/task")
         if kind.startswith("nodejs:"):
             if not os.path.isdir(node_modules_dir()):
@@ -103,6 +105,7 @@ class Function:
         except (OSError, RuntimeError) as e:
             return str(e)
         self.exit_status = None
+        self.spawned = time.monotonic()
         threading.Thread(target=self.watch, args=(self.proc,), daemon=True).start()
         return None
 
@@ -135,7 +138,10 @@ class Function:
                     self.current = None
             spent = (time.monotonic() - started) * 1000
             log(f"END RequestId: {request_id}")
-            log(f"REPORT RequestId: {request_id}\tDuration: {spent:.2f} ms")
+            with self.cond:
+                init, self.init_ms = self.init_ms, None
+            cold = f"\tInit Duration: {init:.2f} ms" if init is not None else ""
+            log(f"REPORT RequestId: {request_id}\tDuration: {spent:.2f} ms{cold}")
             return body
 
     def wait_answer(self, request_id, deadline, timeout):
@@ -154,6 +160,9 @@ class Function:
 
     def next_event(self):
         with self.cond:
+            if self.spawned is not None:
+                self.init_ms = (time.monotonic() - self.spawned) * 1000
+                self.spawned = None
             while self.pending is None:
                 self.cond.wait()
             event, self.pending = self.pending, None
@@ -172,6 +181,28 @@ class Function:
     def kill(self):
         if self.proc is not None and self.exit_status is None:
             self.proc.kill()
+
+
+AARCH64 = 183  # ELF e_machine
+
+
+def emulated(path):
+    """How to run the executable at `path`: as it is, or under qemu-aarch64 when it is
+    built for arm64 and this machine is not (as binfmt_misc would), with the aarch64 C
+    library of Debian's libc6-arm64-cross (`QEMU_LD_PREFIX` names another)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    if header[:4] != b"\x7fELF" or int.from_bytes(header[18:20], "little") != AARCH64:
+        return [path]
+    if os.uname().machine in ("aarch64", "arm64"):
+        return [path]
+    qemu = shutil.which("qemu-aarch64")
+    if qemu is None:
+        raise RuntimeError("the bootstrap is built for arm64 (aarch64), this machine is "
+                           f"{os.uname().machine}, and qemu-aarch64 is not installed "
+                           "(Debian's qemu-user) to run it")
+    prefix = os.environ.get("QEMU_LD_PREFIX") or "/usr/aarch64-linux-gnu"
+    return [qemu, "-L", prefix, path] if os.path.isdir(prefix) else [qemu, path]
 
 
 def error_body(error_type, message):

@@ -70,6 +70,7 @@ async fn lambda_service_tokens_are_invoked_synchronously() {
     let lambda = aws_sdk_lambda::Client::new(&config);
     let name = unique_name("handler");
     let spec = FunctionSpec {
+        architecture: None,
         name: &name,
         runtime: Runtime::Nodejs22x,
         handler: "index.handler",

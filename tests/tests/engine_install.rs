@@ -189,6 +189,7 @@ exports.handler = async (event) => {
 async fn the_response_url_outlives_the_handlers_time(engine: &Installed, aws: &Aws) {
     let name = unique_name("urlcheck");
     let spec = stackflow_tests::lambda::FunctionSpec {
+        architecture: None,
         name: &name,
         runtime: aws_sdk_lambda::types::Runtime::Nodejs22x,
         handler: "index.handler",

@@ -5,7 +5,7 @@
 //! and the next call starts a new one; a call past the function's timeout answers
 //! `Sandbox.Timedout`; a Node.js handler reaches the emulator with the AWS SDK v3 and
 //! with `https.request` to the emulator's host (as CDK's handlers answer a custom
-//! resource).
+//! resource). A cold start's REPORT line has its `Init Duration`.
 
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,7 @@ async fn functions_of_each_runtime_run_through_the_stand_in() {
         ),
     ] {
         let spec = FunctionSpec {
+            architecture: None,
             name,
             runtime,
             handler,
@@ -231,4 +232,12 @@ async fn functions_of_each_runtime_run_through_the_stand_in() {
         "{}",
         sh.log
     );
+    // The call that started the process reports its init, as a cold start does; the next
+    // one, on the same process, does not.
+    assert!(sh.log.contains("\tInit Duration: "), "{}", sh.log);
+    let again = invoke(&lambda, &shell, json!({"s": 2})).await;
+    assert_eq!(again.payload["shell"], json!({"s": 2}), "{}", again.log);
+    // (the log's tail holds the earlier calls' lines too: the last call's come after its START)
+    let last = again.log.rsplit("START RequestId").next().unwrap();
+    assert!(!last.contains("Init Duration"), "{}", again.log);
 }

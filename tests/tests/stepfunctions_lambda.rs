@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_sdk_lambda::types::Runtime;
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::{Architecture, LogType, Runtime};
 use aws_sdk_sfn::types::ExecutionStatus;
 use serde_json::{Value, json};
 use stackflow_engine::definitions::{self, Target};
@@ -22,13 +23,15 @@ use stackflow_engine::tasks::{DeployRequest, StackRequest, TASK_NAMES};
 use stackflow_events::dynamo::DynamoStore;
 use stackflow_events::{Event, EventStore, StreamId, load_state};
 use stackflow_tests::deploy::dynamo_store;
-use stackflow_tests::lambda::{FunctionSpec, create_function, engine_bootstrap_zip};
+use stackflow_tests::lambda::{FunctionSpec, create_function, engine_bootstrap_zip, zip_files};
 use stackflow_tests::{Emulator, unique_name};
 
 use sfn::{input, template};
 
 struct LambdaRig {
     emu: &'static Emulator,
+    lambda: aws_sdk_lambda::Client,
+    prefix: String,
     sfn: aws_sdk_sfn::Client,
     s3: aws_sdk_s3::Client,
     sqs: aws_sdk_sqs::Client,
@@ -37,13 +40,19 @@ struct LambdaRig {
     machines: BTreeMap<&'static str, String>,
 }
 
+/// The rig on the bootstrap built for this host.
 async fn lambda_rig() -> LambdaRig {
-    let emu = Emulator::shared().await;
-    let config = emu.sdk_config().await;
-    let (table, bucket, store) = dynamo_store(emu).await;
     let zip = tokio::task::spawn_blocking(engine_bootstrap_zip)
         .await
         .unwrap();
+    lambda_rig_with(zip, None).await
+}
+
+/// The rig on the bootstrap zipped in `zip`, every function of `architecture`.
+async fn lambda_rig_with(zip: &[u8], architecture: Option<Architecture>) -> LambdaRig {
+    let emu = Emulator::shared().await;
+    let config = emu.sdk_config().await;
+    let (table, bucket, store) = dynamo_store(emu).await;
     let lambda = aws_sdk_lambda::Client::new(&config);
     let prefix = unique_name("sfl");
     let mut functions = BTreeMap::new();
@@ -55,6 +64,7 @@ async fn lambda_rig() -> LambdaRig {
             handler: task,
             zip: zip.to_vec(),
             timeout: 900,
+            architecture: architecture.clone(),
             env: vec![
                 (TABLE.into(), table.clone()),
                 (BUCKET.into(), bucket.clone()),
@@ -80,6 +90,8 @@ async fn lambda_rig() -> LambdaRig {
     }
     LambdaRig {
         emu,
+        lambda,
+        prefix,
         sfn,
         s3: emu.s3().await,
         sqs: aws_sdk_sqs::Client::new(&config),
@@ -321,4 +333,121 @@ async fn time_per_resource_of_the_lambda_path() {
         let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
         assert!(state.resources.is_empty());
     }
+}
+
+/// Where `.ci/build-arm64` leaves the engine's artifact: the bootstrap cargo-lambda built
+/// for arm64 with the `lambda` profile (the `bootstrap` file itself).
+const ARM64_ENV: &str = "STACKFLOW_ARM64_BOOTSTRAP";
+
+/// The ELF machine of an executable (`e_machine`), if it is one.
+fn elf_machine(binary: &[u8]) -> Option<u16> {
+    (binary.len() > 20 && binary.starts_with(b"\x7fELF"))
+        .then(|| u16::from_le_bytes([binary[18], binary[19]]))
+}
+
+/// The artifact the engine installs by default, arm64, run on this x86_64 machine under
+/// `qemu-aarch64` by the stand-in (its ELF machine chooses it): one Plan invocation cold,
+/// whose answer comes from the engine's code after an S3 read, then a deploy and a destroy
+/// through the state machines with every task on it. Prints its sizes and the cold init
+/// under emulation (the REPORT line's Init Duration).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the arm64 artifact: .ci/test builds it (bash .ci/build-arm64) and runs this"]
+async fn the_arm64_artifact_answers_and_deploys_under_qemu() {
+    let path = std::env::var(ARM64_ENV)
+        .unwrap_or_else(|_| panic!("{ARM64_ENV} names the arm64 bootstrap (bash .ci/build-arm64)"));
+    let binary = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(
+        elf_machine(&binary),
+        Some(183),
+        "{path} is not an aarch64 executable"
+    );
+    let zip = zip_files(&[("bootstrap", &binary)]);
+    eprintln!(
+        "arm64 bootstrap: {} bytes, {} bytes zipped",
+        binary.len(),
+        zip.len()
+    );
+    let rig = lambda_rig_with(&zip, Some(Architecture::Arm64)).await;
+
+    // Plan, cold: an input that names another stack is refused after it is read from S3.
+    let key = format!("inputs/other/{}.json", unique_name("in"));
+    let other = input(
+        "OtherStack",
+        template(json!({"Resources": {"Q": {"Type": "AWS::SQS::Queue"}}})),
+    );
+    rig.s3
+        .put_object()
+        .bucket(&rig.bucket)
+        .key(&key)
+        .body(serde_json::to_vec(&other).unwrap().into())
+        .send()
+        .await
+        .unwrap();
+    let request =
+        json!({"stack": "ThisStack", "inputKey": key, "noRollback": false, "concurrency": 1});
+    let out = rig
+        .lambda
+        .invoke()
+        .function_name(format!("{}-Plan", rig.prefix))
+        .log_type(LogType::Tail)
+        .payload(Blob::new(request.to_string()))
+        .send()
+        .await
+        .unwrap_or_else(|e| rig.lost(e));
+    let log = out
+        .log_result()
+        .map(|l| {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(l).unwrap();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .unwrap_or_default();
+    let answer: Value =
+        serde_json::from_slice(out.payload().map(|p| p.as_ref()).unwrap_or(b"null")).unwrap();
+    assert!(out.function_error().is_some(), "{answer}\n{log}");
+    assert_eq!(
+        answer["errorType"],
+        json!("Stackflow.Input"),
+        "{answer}\n{log}"
+    );
+    assert!(
+        answer["errorMessage"]
+            .as_str()
+            .unwrap_or("")
+            .contains("is for stack OtherStack, not ThisStack"),
+        "{answer}"
+    );
+    let init = log
+        .split("Init Duration: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("a cold start reports its init: {log}"));
+    eprintln!("arm64 bootstrap under qemu-aarch64: cold init {init} ms (Plan)");
+
+    // A deploy and a destroy, every task on the artifact.
+    let stack = unique_name("SfnArm64");
+    let t = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}}
+        },
+        "Outputs": {"QueueUrl": {"Value": {"Ref": "A"}}}
+    }));
+    let (status, error, took) = rig.deploy(&input(&stack, t)).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!("arm64 under qemu, deploy: {}", per_resource(took, 2));
+    let stream = StreamId::new("us-east-1", &stack);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 2);
+    let queue = state.outputs["QueueUrl"]
+        .as_str()
+        .expect("the queue URL")
+        .to_string();
+    assert!(rig.queue_exists(&queue).await, "{queue}");
+    let (status, error, took) = rig.destroy(&stack).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!("arm64 under qemu, destroy: {}", per_resource(took, 2));
+    let gone = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(gone.resources.is_empty() && gone.lock.is_none());
+    assert!(!rig.queue_exists(&queue).await);
 }

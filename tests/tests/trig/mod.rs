@@ -66,6 +66,7 @@ pub async fn rig() -> Rig {
             env.push(("AWS_ENDPOINT_URL_CODEPIPELINE".into(), job_endpoint.clone()));
         }
         let spec = FunctionSpec {
+            architecture: None,
             name: &name,
             runtime: Runtime::Providedal2023,
             handler: task,
