@@ -343,18 +343,86 @@ async fn read_request(conn: &mut tokio::net::TcpStream) -> Option<(String, Vec<u
     Some((head, buf[end..end + length].to_vec()))
 }
 
+/// The credentials CodePipeline gives a job to read its input artifact (a session of the
+/// pipeline's role on AWS).
+#[derive(Debug, Clone)]
+pub struct ArtifactCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: String,
+}
+
+impl ArtifactCredentials {
+    /// Made-up ones holding [`ARTIFACT_SECRET`], for an emulator that checks no
+    /// credentials.
+    pub fn example() -> ArtifactCredentials {
+        ArtifactCredentials {
+            access_key_id: "AKIAPIPELINEARTIFACT".into(),
+            secret_access_key: ARTIFACT_SECRET.into(),
+            session_token: format!("{ARTIFACT_SECRET}-token"),
+        }
+    }
+
+    /// A session of a role made for it, trusting the account and allowed to read
+    /// `bucket`'s objects (for an emulator that enforces IAM): as CodePipeline's are.
+    pub async fn session(config: &aws_types::SdkConfig, bucket: &str) -> ArtifactCredentials {
+        let iam = aws_sdk_iam::Client::new(config);
+        let role = crate::unique_name("pipeline-artifacts");
+        let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")},
+            "Action": "sts:AssumeRole"}]});
+        let made = iam
+            .create_role()
+            .role_name(&role)
+            .assume_role_policy_document(trust.to_string())
+            .send()
+            .await
+            .expect("the artifact role");
+        let read = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/*")}]});
+        iam.put_role_policy()
+            .role_name(&role)
+            .policy_name("artifacts")
+            .policy_document(read.to_string())
+            .send()
+            .await
+            .expect("the artifact role's policy");
+        let arn = made.role().map(|r| r.arn().to_string()).expect("its ARN");
+        let assumed = aws_sdk_sts::Client::new(config)
+            .assume_role()
+            .role_arn(arn)
+            .role_session_name("codepipeline")
+            .send()
+            .await
+            .expect("a session of the artifact role");
+        let c = assumed.credentials().expect("credentials");
+        ArtifactCredentials {
+            access_key_id: c.access_key_id().into(),
+            secret_access_key: c.secret_access_key().into(),
+            session_token: c.session_token().into(),
+        }
+    }
+}
+
 /// A CodePipeline Lambda invoke action's job event: deploy `stack` from `template.json`
-/// of the input artifact at `bucket`/`key`, with artifact credentials holding
-/// [`ARTIFACT_SECRET`]; `token` is the continuation token of the job's last report.
-pub fn job_event(job: &str, stack: &str, bucket: &str, key: &str, token: Option<&str>) -> Value {
+/// of the input artifact at `bucket`/`key`, read with `credentials`; `token` is the
+/// continuation token of the job's last report.
+pub fn job_event(
+    job: &str,
+    stack: &str,
+    (bucket, key): (&str, &str),
+    credentials: &ArtifactCredentials,
+    token: Option<&str>,
+) -> Value {
     json!({"CodePipeline.job": {"id": job, "accountId": ACCOUNT, "data": {
         "actionConfiguration": {"configuration": {"FunctionName": "stackflow-pipelinejob",
             "UserParameters": json!({"stack": stack, "file": "template.json"}).to_string()}},
         "inputArtifacts": [{"name": "BuildOutput", "revision": null, "location": {"type": "S3",
             "s3Location": {"bucketName": bucket, "objectKey": key}}}],
         "outputArtifacts": [],
-        "artifactCredentials": {"accessKeyId": "AKIAPIPELINEARTIFACT",
-            "secretAccessKey": ARTIFACT_SECRET, "sessionToken": format!("{ARTIFACT_SECRET}-token")},
+        "artifactCredentials": {"accessKeyId": credentials.access_key_id,
+            "secretAccessKey": credentials.secret_access_key,
+            "sessionToken": credentials.session_token},
         "continuationToken": token}}})
 }
 
@@ -364,20 +432,30 @@ pub struct PipelineAction<'a> {
     /// The function's name or ARN.
     pub function: &'a str,
     pub calls: &'a JobCalls,
+    /// What the job reads its input artifact with.
+    pub credentials: ArtifactCredentials,
 }
 
 impl PipelineAction<'_> {
     /// Runs the action as CodePipeline does: invoked again with the continuation token
-    /// until it reports success or failure (the artifact's secret in no answer or log).
+    /// until it reports success or failure (the artifact credentials' secret in no answer
+    /// or log).
     /// The last call CodePipeline received.
     pub async fn run(&self, job: &str, stack: &str, bucket: &str, key: &str) -> JobCall {
         let mut token: Option<String> = None;
         let started = Instant::now();
         loop {
-            let event = job_event(job, stack, bucket, key, token.as_deref());
+            let event = job_event(
+                job,
+                stack,
+                (bucket, key),
+                &self.credentials,
+                token.as_deref(),
+            );
             let (answer, log) = invoke(self.lambda, self.function, &event).await;
-            assert!(!answer.to_string().contains(ARTIFACT_SECRET), "{answer}");
-            assert!(!log.contains(ARTIFACT_SECRET), "the function's log: {log}");
+            let secret = &self.credentials.secret_access_key;
+            assert!(!answer.to_string().contains(secret), "{answer}");
+            assert!(!log.contains(secret), "the function's log: {log}");
             let last = self
                 .calls
                 .lock()
@@ -449,4 +527,32 @@ pub async fn raw_call(
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     (status, body)
+}
+
+/// Why execution `name` of `machine` ended as it did: its error and cause, and each task
+/// or Lambda failure in its history (for an assertion's message).
+pub async fn why_ended(sfn: &aws_sdk_sfn::Client, machine: &str, name: &str) -> String {
+    let arn = format!(
+        "{}:{name}",
+        machine.replace(":stateMachine:", ":execution:")
+    );
+    let mut out = match sfn.describe_execution().execution_arn(&arn).send().await {
+        Ok(d) => format!("{name}: {:?}: {:?}", d.error(), d.cause()),
+        Err(e) => return format!("{name}: DescribeExecution: {e:?}"),
+    };
+    if let Ok(history) = sfn
+        .get_execution_history()
+        .execution_arn(&arn)
+        .max_results(1000)
+        .send()
+        .await
+    {
+        for e in history.events() {
+            let kind = e.r#type().as_str();
+            if kind.contains("Failed") || kind.contains("TimedOut") || kind.contains("Aborted") {
+                out.push_str(&format!("\n{kind}: {e:?}"));
+            }
+        }
+    }
+    out
 }

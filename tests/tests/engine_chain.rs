@@ -25,8 +25,8 @@ use stackflow_tests::installed::{ENGINE_BUCKET, Installed, json as stdout_json};
 use stackflow_tests::inventory::Inventory;
 use stackflow_tests::lambda::zip_files;
 use stackflow_tests::triggers::{
-    Observer, PipelineAction, codepipeline_standin, drift_detected, ended, executions,
-    new_execution, raw_call, types,
+    ArtifactCredentials, Observer, PipelineAction, codepipeline_standin, drift_detected, ended,
+    executions, new_execution, raw_call, types, why_ended,
 };
 use stackflow_tests::{Emulator, unique_name};
 
@@ -54,7 +54,18 @@ fn elapsed(since: Instant) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn engine_deploy_then_events_pipeline_and_drift_then_destroy_keeps_the_table() {
-    let emu = Emulator::shared().await;
+    chain(Emulator::shared().await).await;
+}
+
+/// The same chain on an emulator that enforces IAM (`--iam strict`): each function calls
+/// AWS as a session of its own role (fakecloud mints one per instance), so a permission
+/// `infra/engine.yaml` does not grant fails a step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_chain_passes_under_enforced_iam_each_function_as_its_role() {
+    chain(Emulator::strict().await).await;
+}
+
+async fn chain(emu: &'static Emulator) {
     let config = emu.sdk_config().await;
     let aws = Aws {
         lambda: aws_sdk_lambda::Client::new(&config),
@@ -186,7 +197,14 @@ async fn object_deploys(aws: &Aws, engine: &Installed, observer: &mut Observer) 
     let wait = Duration::from_secs(120);
     let name = new_execution(&aws.sfn, &machine, &before, "ev-", wait).await;
     let status = ended(&aws.sfn, &machine, &name, Duration::from_secs(300)).await;
-    assert_eq!(status, "SUCCEEDED", "{name}");
+    if status != "SUCCEEDED" {
+        let events = engine.remote().run(&["events", "--stack", &stack]);
+        panic!(
+            "{}\n{}",
+            why_ended(&aws.sfn, &machine, &name).await,
+            events.describe()
+        );
+    }
     let state = recorded_resources_exist(aws, engine, &stack).await;
     assert_eq!(state.resources.len(), 2);
     let level = aws
@@ -263,10 +281,13 @@ async fn pipeline_action_deploys(aws: &Aws, engine: &Installed) -> String {
         .await
         .unwrap();
     let job = unique_name("chain-job");
+    // The job reads its input artifact as a session of a role that may (CodePipeline's
+    // artifact credentials): what an emulator enforcing IAM takes.
     let action = PipelineAction {
         lambda: &aws.lambda,
         function: &function,
         calls: &calls,
+        credentials: ArtifactCredentials::session(&aws.config, &artifacts).await,
     };
     let last = action
         .run(&job, &stack, &artifacts, "chain/BuildOutput/build.zip")
@@ -284,7 +305,8 @@ async fn pipeline_action_deploys(aws: &Aws, engine: &Installed) -> String {
         Duration::from_secs(10),
     )
     .await;
-    assert_eq!(status, "SUCCEEDED");
+    let why = why_ended(&aws.sfn, &machine, &format!("cp-{job}")).await;
+    assert_eq!(status, "SUCCEEDED", "{why}");
     let state = recorded_resources_exist(aws, engine, &stack).await;
     assert_eq!(state.resources.len(), 2);
     stack

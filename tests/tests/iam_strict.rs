@@ -1,13 +1,19 @@
 //! The installed engine's permissions under enforced IAM (fakecloud `--iam strict`, which
-//! evaluates identity policies: Allow and Deny, actions and resources with wildcards; not
-//! yet conditions or resource policies). The engine is installed with the suites' types;
+//! evaluates identity policies and the resource policies of S3, EventBridge, Lambda, SQS,
+//! SNS, KMS, DynamoDB and STS trust, with their conditions; its root, the test
+//! credentials, is never refused). Functions run as sessions of their own roles (the last
+//! test proves it). The engine is installed with the suites' types;
 //! then, acting as its roles (each through a probe role the test makes and assumes, given
 //! the role's own inline and managed policies read from IAM: the engine's roles trust
 //! Lambda or the functions' roles alone, and the emulator checks trust policies):
 //! - a function's role may write the engine bucket's inputs but not its artifacts
 //!   (`assets/`) nor the objects that start a deploy (`deploy/`): the artifact guard;
 //! - the provisioning role may make what it was allowed (a topic) and not what it was not
-//!   (a bucket): no AdministratorAccess, only the allowed services.
+//!   (a bucket): no AdministratorAccess, only the allowed services;
+//! - a principal that is not a named deployer, though its own policy lets it write the
+//!   bucket, can start no deploy by object: its object under `deploy/` is refused by the
+//!   bucket's policy (and the engine's bus has its deny-all-but-deployers policy: the
+//!   emulator does not evaluate bus policies, so that refusal is not shown).
 
 use aws_sdk_s3::config::{Credentials, SharedCredentialsProvider};
 use stackflow_tests::Emulator;
@@ -167,7 +173,7 @@ async fn put_denied(s3: &aws_sdk_s3::Client, key: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_roles_may_do_what_they_were_given_and_no_more() {
     let emu = Emulator::strict().await;
-    let installed = Installed::install(emu, &["--parameter", "Triggers=off"]).await;
+    let installed = Installed::install(emu, &["--parameter", "Triggers=on"]).await;
     let config = emu.sdk_config().await;
     let name = installed.name.clone();
 
@@ -220,5 +226,221 @@ async fn the_engine_roles_may_do_what_they_were_given_and_no_more() {
         .await
         .unwrap();
     probe.delete(&iam).await;
+
+    not_a_deployer_starts_nothing(&config, &iam, &name).await;
     installed.destroy(&["--delete-table"]);
+}
+
+/// A user whose own policy allows writing the engine bucket, not named a deployer: refused
+/// under `deploy/`, allowed elsewhere (what refuses it is the bucket's policy, not its
+/// own); and the engine's bus, which only the deployers may send to.
+async fn not_a_deployer_starts_nothing(
+    config: &aws_types::SdkConfig,
+    iam: &aws_sdk_iam::Client,
+    engine: &str,
+) {
+    let user = format!("{engine}-intruder");
+    iam.create_user().user_name(&user).send().await.unwrap();
+    let allow = serde_json::json!({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:PutObject"],
+         "Resource": format!("arn:aws:s3:::{ENGINE_BUCKET}/*")}]});
+    iam.put_user_policy()
+        .user_name(&user)
+        .policy_name("writes")
+        .policy_document(allow.to_string())
+        .send()
+        .await
+        .unwrap();
+    let key = iam
+        .create_access_key()
+        .user_name(&user)
+        .send()
+        .await
+        .unwrap();
+    let key = key.access_key().expect("an access key");
+    let credentials = Credentials::new(
+        key.access_key_id(),
+        key.secret_access_key(),
+        None,
+        None,
+        "intruder",
+    );
+    let intruder = config
+        .to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .build();
+
+    let bucket = s3(&intruder);
+    assert!(
+        put_denied(&bucket, "deploy/app/template.json").await,
+        "an object that would start a deploy"
+    );
+    assert!(
+        !put_denied(&bucket, "inputs/intruder/note.json").await,
+        "its own policy is enough elsewhere"
+    );
+
+    // The engine's bus: its policy, read back, denies every sender but the deployers.
+    // fakecloud 0.51.0 evaluates no event bus policy on PutEvents (an event from a
+    // non-deployer, of this account or another, is accepted), so the refusal itself is
+    // not shown here; AWS evaluates the policy for every sender, its account's included.
+    let bus = format!("{engine}-deploys");
+    let policy = aws_sdk_eventbridge::Client::new(config)
+        .describe_event_bus()
+        .name(&bus)
+        .send()
+        .await
+        .expect("the engine's bus")
+        .policy()
+        .map(|p| serde_json::from_str::<serde_json::Value>(p).expect("a JSON policy"))
+        .expect("the bus has a policy");
+    assert_eq!(
+        policy["Statement"][0],
+        serde_json::json!({"Sid": "OnlyDeployersSend", "Effect": "Deny", "Principal": "*",
+            "Action": "events:PutEvents",
+            "Resource": format!("arn:aws:events:us-east-1:123456789012:event-bus/{bus}"),
+            "Condition": {"ArnNotLike": {"aws:PrincipalArn": ["arn:aws:iam::123456789012:root"]}}}),
+        "{policy}"
+    );
+    let _ = iam
+        .delete_access_key()
+        .user_name(&user)
+        .access_key_id(key.access_key_id())
+        .send()
+        .await;
+    let _ = iam
+        .delete_user_policy()
+        .user_name(&user)
+        .policy_name("writes")
+        .send()
+        .await;
+    let _ = iam.delete_user().user_name(&user).send().await;
+}
+
+/// A Node.js handler that lists the account's SSM parameters with the credentials Lambda
+/// gave it, and says how that went and which key it used.
+const READ_OBJECT: &str = r#"
+const { S3 } = require('@aws-sdk/client-s3');
+exports.handler = async (event) => {
+  const key = process.env.AWS_ACCESS_KEY_ID;
+  try {
+    await new S3({ forcePathStyle: true }).getObject({ Bucket: event.bucket, Key: 'note' });
+    return { read: true, key };
+  } catch (e) {
+    return { read: false, error: `${e.name}: ${e.message}`, key };
+  }
+};
+"#;
+
+/// Functions call AWS as a session of their own role, as Lambda's functions do (the
+/// emulator mints one per instance and the stand-in hands it to the process), not as the
+/// emulator's root, which is never refused: a function whose role allows nothing is
+/// refused an object, and reads it once its role allows it. What the engine's functions may do
+/// is then what `infra/engine.yaml` gives their roles (the chain's run under enforced IAM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_calls_aws_as_a_session_of_its_own_role() {
+    use aws_sdk_lambda::primitives::Blob;
+    use aws_sdk_lambda::types::{FunctionCode, Runtime};
+    use serde_json::{Value, json};
+
+    let emu = Emulator::strict().await;
+    let config = emu.sdk_config().await;
+    let iam = aws_sdk_iam::Client::new(&config);
+    let lambda = aws_sdk_lambda::Client::new(&config);
+    let name = stackflow_tests::unique_name("fn-role");
+    let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+    let role = iam
+        .create_role()
+        .role_name(&name)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .unwrap();
+    let role_arn = role.role().map(|r| r.arn().to_string()).unwrap();
+    let zip = stackflow_tests::lambda::zip_files(&[("index.js", READ_OBJECT.as_bytes())]);
+    lambda
+        .create_function()
+        .function_name(&name)
+        .runtime(Runtime::Nodejs22x)
+        .handler("index.handler")
+        .role(&role_arn)
+        .timeout(30)
+        .code(FunctionCode::builder().zip_file(Blob::new(zip)).build())
+        .send()
+        .await
+        .unwrap();
+    // An object the function's role may not read until the test lets it.
+    let bucket = name.to_lowercase();
+    let s3_root = s3(&config);
+    s3_root
+        .create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .unwrap();
+    s3_root
+        .put_object()
+        .bucket(&bucket)
+        .key("note")
+        .body(b"hello".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let event = json!({"bucket": bucket}).to_string();
+    let invoke = || async {
+        let out = lambda
+            .invoke()
+            .function_name(&name)
+            .payload(Blob::new(event.clone()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{}", aws_sdk_lambda::error::DisplayErrorContext(e)));
+        let payload = out
+            .payload()
+            .map(|p| p.as_ref().to_vec())
+            .unwrap_or_default();
+        serde_json::from_slice::<Value>(&payload).unwrap()
+    };
+
+    let refused = invoke().await;
+    assert_eq!(refused["read"], json!(false), "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("AccessDenied"),
+        "{refused}"
+    );
+    assert_ne!(
+        refused["key"],
+        json!("test"),
+        "not the emulator's root: {refused}"
+    );
+
+    let allow = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/*")}]});
+    iam.put_role_policy()
+        .role_name(&name)
+        .policy_name("list")
+        .policy_document(allow.to_string())
+        .send()
+        .await
+        .unwrap();
+    let allowed = invoke().await;
+    assert_eq!(allowed["read"], json!(true), "{allowed}");
+
+    lambda
+        .delete_function()
+        .function_name(&name)
+        .send()
+        .await
+        .unwrap();
+    let _ = iam
+        .delete_role_policy()
+        .role_name(&name)
+        .policy_name("list")
+        .send()
+        .await;
+    iam.delete_role().role_name(&name).send().await.unwrap();
 }

@@ -267,6 +267,7 @@ async fn run_job(rig: &Rig, job: &str, stack: &str, bucket: &str, key: &str) -> 
         lambda: &rig.lambda,
         function: &rig.functions["PipelineJob"],
         calls: &rig.job_calls,
+        credentials: stackflow_tests::triggers::ArtifactCredentials::example(),
     };
     action.run(job, stack, bucket, key).await
 }

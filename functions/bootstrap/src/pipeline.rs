@@ -241,7 +241,7 @@ impl Report {
 fn err<E: std::error::Error + Send + Sync + 'static>(
     e: aws_sdk_codepipeline::error::SdkError<E>,
 ) -> String {
-    aws_sdk_codepipeline::error::DisplayErrorContext(e).to_string()
+    stackflow_providers::error::error_chain(&e).to_string()
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -344,7 +344,7 @@ async fn read_artifact(
         .map_err(|e| {
             TaskError::new(
                 ErrorKind::Aws,
-                format!("{what}: {}", aws_sdk_s3::error::DisplayErrorContext(e)),
+                format!("{what}: {}", stackflow_providers::error::error_chain(&e)),
             )
         })?;
     let length = out.content_length;
@@ -376,7 +376,7 @@ async fn follow<S: EventStore + 'static>(
                 ErrorKind::Aws,
                 format!(
                     "DescribeExecution {token}: {}",
-                    aws_sdk_sfn::error::DisplayErrorContext(e)
+                    stackflow_providers::error::error_chain(&e)
                 ),
             )
         })?;

@@ -218,7 +218,7 @@ impl Publisher {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(
                     bus = %self.bus,
-                    error = %aws_sdk_eventbridge::error::DisplayErrorContext(e),
+                    error = %stackflow_providers::error::error_chain(&e),
                     "the events were not published (the task goes on)"
                 ),
             }

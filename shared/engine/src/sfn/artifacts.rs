@@ -17,6 +17,26 @@ pub(crate) fn aws_error<E: std::fmt::Display>(what: &str, e: E) -> TaskError {
     TaskError::new(ErrorKind::Aws, format!("{what}: {e}"))
 }
 
+/// A failed S3 call of a task, in words: the service's `Code: message`, from the answer's
+/// body, or from its `x-amz-error-*` headers when it has none; no Debug dump of the SDK's
+/// error.
+fn s3_error<E: std::error::Error + 'static>(
+    what: &str,
+    e: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> TaskError {
+    let header = |name: &str| {
+        e.raw_response()
+            .and_then(|r| r.headers().get(name))
+            .map(str::to_string)
+    };
+    let said = match (header("x-amz-error-code"), header("x-amz-error-message")) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code,
+        _ => stackflow_providers::error::error_chain(e),
+    };
+    aws_error(what, said)
+}
+
 /// The most bytes a task reads from one object: a deploy's document, a template or a
 /// zipped `cdk.out` dropped in the bucket, a pipeline's input artifact. Held in memory
 /// (and an archive inflated to at most [`super::triggers::unzip::MAX_UNZIPPED`] in `/tmp`).
@@ -72,12 +92,10 @@ impl<S: EventStore + 'static> Tasks<S> {
                 .ssekms_key_id(k),
             None => put.server_side_encryption(ServerSideEncryption::Aes256),
         };
-        put.body(body.into()).send().await.map_err(|e| {
-            aws_error(
-                &format!("PutObject s3://{}/{key}", self.bucket),
-                aws_sdk_s3::error::DisplayErrorContext(e),
-            )
-        })?;
+        put.body(body.into())
+            .send()
+            .await
+            .map_err(|e| s3_error(&format!("PutObject s3://{}/{key}", self.bucket), &e))?;
         Ok(())
     }
 
@@ -98,28 +116,30 @@ impl<S: EventStore + 'static> Tasks<S> {
                     .map(Some)
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
-            Err(e) => Err(aws_error(
+            Err(e) => Err(s3_error(
                 &format!("GetObject s3://{}/{key}", self.bucket),
-                aws_sdk_s3::error::DisplayErrorContext(e),
+                &e,
             )),
         }
     }
 
+    /// Whether marker `key` is there. Read with `GetObject` (markers are a few bytes), not
+    /// `HeadObject`: both need `s3:GetObject`, but a refused `HEAD` has no body, so its
+    /// error says nothing of why.
     pub(crate) async fn exists(&self, key: &str) -> Result<bool, TaskError> {
         match self
             .s3
-            .head_object()
+            .get_object()
             .bucket(&self.bucket)
             .key(key)
             .send()
             .await
         {
             Ok(_) => Ok(true),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
-            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Ok(false),
-            Err(e) => Err(aws_error(
-                &format!("HeadObject s3://{}/{key}", self.bucket),
-                aws_sdk_s3::error::DisplayErrorContext(e),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(false),
+            Err(e) => Err(s3_error(
+                &format!("GetObject s3://{}/{key}", self.bucket),
+                &e,
             )),
         }
     }
@@ -137,10 +157,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 .send()
                 .await
                 .map_err(|e| {
-                    aws_error(
-                        &format!("ListObjectsV2 s3://{}/{prefix}", self.bucket),
-                        aws_sdk_s3::error::DisplayErrorContext(e),
-                    )
+                    s3_error(&format!("ListObjectsV2 s3://{}/{prefix}", self.bucket), &e)
                 })?;
             keys.extend(
                 out.contents()
@@ -183,12 +200,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             .key(key)
             .send()
             .await
-            .map_err(|e| {
-                aws_error(
-                    &format!("DeleteObject s3://{}/{key}", self.bucket),
-                    aws_sdk_s3::error::DisplayErrorContext(e),
-                )
-            })?;
+            .map_err(|e| s3_error(&format!("DeleteObject s3://{}/{key}", self.bucket), &e))?;
         Ok(())
     }
 

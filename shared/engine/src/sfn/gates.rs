@@ -57,7 +57,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             }
             Err(e) => Err(aws_error(
                 "SendTaskSuccess",
-                aws_sdk_sfn::error::DisplayErrorContext(e),
+                stackflow_providers::error::error_chain(&e),
             )),
         }
     }
@@ -140,7 +140,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             .map_err(|e| {
                 aws_error(
                     "GetExecutionHistory",
-                    aws_sdk_sfn::error::DisplayErrorContext(e),
+                    stackflow_providers::error::error_chain(&e),
                 )
             })?;
         // Event ids count from 1: the newest one's is the history's length.

@@ -131,7 +131,7 @@ impl<S: EventStore + 'static> Worker<S> {
             let out = match got {
                 Ok(out) => out,
                 Err(e) => {
-                    tracing::warn!(task, error = %aws_sdk_sfn::error::DisplayErrorContext(e), "GetActivityTask failed");
+                    tracing::warn!(task, error = %stackflow_providers::error::error_chain(&e), "GetActivityTask failed");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     continue;
                 }
@@ -178,7 +178,7 @@ impl<S: EventStore + 'static> Worker<S> {
                     .send()
                     .await
                 {
-                    tracing::warn!(task, error = %aws_sdk_sfn::error::DisplayErrorContext(e), "SendTaskSuccess failed");
+                    tracing::warn!(task, error = %stackflow_providers::error::error_chain(&e), "SendTaskSuccess failed");
                 }
             }
             Err(e) => self.answer_failure(token, &e).await,
@@ -197,7 +197,7 @@ impl<S: EventStore + 'static> Worker<S> {
             .send()
             .await
         {
-            tracing::warn!(error = %aws_sdk_sfn::error::DisplayErrorContext(err), "SendTaskFailure failed");
+            tracing::warn!(error = %stackflow_providers::error::error_chain(&err), "SendTaskFailure failed");
         }
     }
 }

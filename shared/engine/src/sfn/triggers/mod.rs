@@ -114,7 +114,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             Err(e) => {
                 return Err(aws_error(
                     &format!("DescribeExecution {arn}"),
-                    aws_sdk_sfn::error::DisplayErrorContext(e),
+                    stackflow_providers::error::error_chain(&e),
                 ));
             }
         }
@@ -152,13 +152,13 @@ impl<S: EventStore + 'static> Tasks<S> {
             }
             Err(e) => Err(aws_error(
                 &format!("StartExecution {}", launch.name),
-                aws_sdk_sfn::error::DisplayErrorContext(e),
+                stackflow_providers::error::error_chain(&e),
             )),
         }
     }
 
     /// The stack input of `launch`: its template or `cdk.out` read in a directory of its
-    /// own under the system's temporary directory (removed after), the `cdk.out`'s file
+    /// own (a new one per call) under the system's temporary directory (removed after), the `cdk.out`'s file
     /// assets published first ([`assets::publish`]).
     async fn stack_input(&self, launch: &Launch) -> Result<StackInput, TaskError> {
         let (file, bytes) = match &launch.source {
@@ -178,7 +178,14 @@ impl<S: EventStore + 'static> Tasks<S> {
             (None, Source::Object(key)) => self.parameters_beside(key).await?,
             (None, Source::Bytes { .. }) => IndexMap::new(),
         };
-        let dir = std::env::temp_dir().join(format!("stackflow-{}", launch.name));
+        // Its own directory, whatever else runs beside it: a task's /tmp may be shared (a
+        // retried launch on the same instance; every function on a machine that runs them
+        // as local processes, as the tests' Lambda stand-in does).
+        let dir = std::env::temp_dir().join(format!(
+            "stackflow-{}-{}",
+            launch.name,
+            uuid::Uuid::new_v4().simple()
+        ));
         let read = read_stack(&dir, &file, &bytes, &launch.stack);
         // A cdk.out's file assets go out while its directory is still there.
         let published = match &read {
