@@ -1,5 +1,5 @@
-//! IAM in tests: a role another account may take, and reading an inline policy of a role
-//! back as its document text.
+//! IAM in tests: roles (one another account may take, one trusting a principal), an
+//! inline policy put on a role, and read back as its document text.
 
 /// The role `name` of the account of `there`, which `caller`'s account may assume (as
 /// CDK's bootstrap roles trust the accounts they serve); made once for every test of an
@@ -17,6 +17,56 @@ pub async fn role_trusting(there: &aws_types::SdkConfig, name: &str, caller: &st
         let e = aws_sdk_iam::error::DisplayErrorContext(e).to_string();
         assert!(e.contains("EntityAlreadyExists"), "CreateRole {name}: {e}");
     }
+}
+
+/// Makes role `name` trusting `principal` (an IAM `Principal` value, e.g.
+/// `{"Service": "lambda.amazonaws.com"}`); its ARN.
+pub async fn create_role(
+    iam: &aws_sdk_iam::Client,
+    name: &str,
+    principal: serde_json::Value,
+) -> String {
+    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": principal, "Action": "sts:AssumeRole"}]});
+    let made = iam
+        .create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "CreateRole {name}: {}",
+                aws_sdk_iam::error::DisplayErrorContext(&e)
+            )
+        });
+    made.role()
+        .map(|r| r.arn().to_string())
+        .expect("the role's ARN")
+}
+
+/// Puts inline policy `name` on `role`: `actions` allowed on `resource`.
+pub async fn allow(
+    iam: &aws_sdk_iam::Client,
+    role: &str,
+    name: &str,
+    actions: &[&str],
+    resource: &str,
+) {
+    let policy = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Action": actions, "Resource": resource}]});
+    iam.put_role_policy()
+        .role_name(role)
+        .policy_name(name)
+        .policy_document(policy.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "policy {name} of role {role}: {}",
+                aws_sdk_iam::error::DisplayErrorContext(&e)
+            )
+        });
 }
 
 /// The document of inline policy `name` of `role`, as text (IAM answers it URL-encoded).

@@ -368,26 +368,10 @@ impl ArtifactCredentials {
     pub async fn session(config: &aws_types::SdkConfig, bucket: &str) -> ArtifactCredentials {
         let iam = aws_sdk_iam::Client::new(config);
         let role = crate::unique_name("pipeline-artifacts");
-        let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-            "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:root")},
-            "Action": "sts:AssumeRole"}]});
-        let made = iam
-            .create_role()
-            .role_name(&role)
-            .assume_role_policy_document(trust.to_string())
-            .send()
-            .await
-            .expect("the artifact role");
-        let read = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-            "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/*")}]});
-        iam.put_role_policy()
-            .role_name(&role)
-            .policy_name("artifacts")
-            .policy_document(read.to_string())
-            .send()
-            .await
-            .expect("the artifact role's policy");
-        let arn = made.role().map(|r| r.arn().to_string()).expect("its ARN");
+        let root = json!({"AWS": format!("arn:aws:iam::{ACCOUNT}:root")});
+        let arn = crate::iam::create_role(&iam, &role, root).await;
+        let objects = format!("arn:aws:s3:::{bucket}/*");
+        crate::iam::allow(&iam, &role, "artifacts", &["s3:GetObject"], &objects).await;
         let assumed = aws_sdk_sts::Client::new(config)
             .assume_role()
             .role_arn(arn)

@@ -348,16 +348,8 @@ async fn a_function_calls_aws_as_a_session_of_its_own_role() {
     let iam = aws_sdk_iam::Client::new(&config);
     let lambda = aws_sdk_lambda::Client::new(&config);
     let name = stackflow_tests::unique_name("fn-role");
-    let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
-    let role = iam
-        .create_role()
-        .role_name(&name)
-        .assume_role_policy_document(trust.to_string())
-        .send()
-        .await
-        .unwrap();
-    let role_arn = role.role().map(|r| r.arn().to_string()).unwrap();
+    let lambda_service = json!({"Service": "lambda.amazonaws.com"});
+    let role_arn = stackflow_tests::iam::create_role(&iam, &name, lambda_service).await;
     let zip = stackflow_tests::lambda::zip_files(&[("index.js", READ_OBJECT.as_bytes())]);
     lambda
         .create_function()
@@ -418,15 +410,8 @@ async fn a_function_calls_aws_as_a_session_of_its_own_role() {
         "not the emulator's root: {refused}"
     );
 
-    let allow = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Action": "s3:GetObject", "Resource": format!("arn:aws:s3:::{bucket}/*")}]});
-    iam.put_role_policy()
-        .role_name(&name)
-        .policy_name("list")
-        .policy_document(allow.to_string())
-        .send()
-        .await
-        .unwrap();
+    let objects = format!("arn:aws:s3:::{bucket}/*");
+    stackflow_tests::iam::allow(&iam, &name, "read", &["s3:GetObject"], &objects).await;
     let allowed = invoke().await;
     assert_eq!(allowed["read"], json!(true), "{allowed}");
 
@@ -439,7 +424,7 @@ async fn a_function_calls_aws_as_a_session_of_its_own_role() {
     let _ = iam
         .delete_role_policy()
         .role_name(&name)
-        .policy_name("list")
+        .policy_name("read")
         .send()
         .await;
     iam.delete_role().role_name(&name).send().await.unwrap();
