@@ -5,8 +5,7 @@
 /// CDK's bootstrap roles trust the accounts they serve); made once for every test of an
 /// emulator (one that exists is taken as it is).
 pub async fn role_trusting(there: &aws_types::SdkConfig, name: &str, caller: &str) {
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": {"AWS": format!("arn:aws:iam::{caller}:root")}, "Action": "sts:AssumeRole"}]});
+    let trust = trust(serde_json::json!({"AWS": format!("arn:aws:iam::{caller}:root")}));
     let made = aws_sdk_iam::Client::new(there)
         .create_role()
         .role_name(name)
@@ -19,6 +18,12 @@ pub async fn role_trusting(there: &aws_types::SdkConfig, name: &str, caller: &st
     }
 }
 
+/// A trust policy that lets `principal` assume the role.
+fn trust(principal: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+        "Principal": principal, "Action": "sts:AssumeRole"}]})
+}
+
 /// Makes role `name` trusting `principal` (an IAM `Principal` value, e.g.
 /// `{"Service": "lambda.amazonaws.com"}`); its ARN.
 pub async fn create_role(
@@ -26,8 +31,7 @@ pub async fn create_role(
     name: &str,
     principal: serde_json::Value,
 ) -> String {
-    let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
-        "Principal": principal, "Action": "sts:AssumeRole"}]});
+    let trust = trust(principal);
     let made = iam
         .create_role()
         .role_name(name)

@@ -531,10 +531,20 @@ pub async fn why_ended(sfn: &aws_sdk_sfn::Client, machine: &str, name: &str) -> 
         .send()
         .await
     {
+        // (the details' Debug hides error and cause: they are read one by one)
         for e in history.events() {
-            let kind = e.r#type().as_str();
-            if kind.contains("Failed") || kind.contains("TimedOut") || kind.contains("Aborted") {
-                out.push_str(&format!("\n{kind}: {e:?}"));
+            let said = [
+                e.task_failed_event_details()
+                    .map(|f| (f.error(), f.cause())),
+                e.lambda_function_failed_event_details()
+                    .map(|f| (f.error(), f.cause())),
+                e.task_timed_out_event_details()
+                    .map(|f| (f.error(), f.cause())),
+                e.execution_failed_event_details()
+                    .map(|f| (f.error(), f.cause())),
+            ];
+            for (error, cause) in said.into_iter().flatten() {
+                out.push_str(&format!("\n{}: {error:?} {cause:?}", e.r#type().as_str()));
             }
         }
     }

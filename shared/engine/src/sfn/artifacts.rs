@@ -274,6 +274,50 @@ mod tests {
     use super::*;
     use aws_sdk_s3::primitives::ByteStream;
 
+    /// A refused call reads `Code: message`: from the body's error metadata, or from the
+    /// `x-amz-error-*` headers of an answer with no body; never the SDK's Debug dump.
+    #[test]
+    fn a_refused_s3_call_says_its_code_and_message() {
+        use aws_sdk_s3::config::http::HttpResponse;
+        use aws_sdk_s3::error::{ErrorMetadata, SdkError};
+        use aws_sdk_s3::operation::get_object::GetObjectError;
+        let answer = |headers: &[(&'static str, &'static str)]| {
+            let mut r = HttpResponse::new(
+                403.try_into().unwrap(),
+                ByteStream::from_static(b"").into_inner(),
+            );
+            for (k, v) in headers {
+                r.headers_mut().insert(*k, *v);
+            }
+            r
+        };
+        let refused = |meta: ErrorMetadata, headers| {
+            SdkError::service_error(GetObjectError::generic(meta), answer(headers))
+        };
+        let with_body = refused(
+            ErrorMetadata::builder()
+                .code("AccessDenied")
+                .message("not for you")
+                .build(),
+            &[],
+        );
+        let e = s3_error("GetObject s3://b/k", &with_body);
+        assert_eq!(e.kind, ErrorKind::Aws);
+        assert_eq!(e.message, "GetObject s3://b/k: AccessDenied: not for you");
+        let headless = refused(
+            ErrorMetadata::builder().build(),
+            &[
+                ("x-amz-error-code", "AccessDenied"),
+                ("x-amz-error-message", "not for you either"),
+            ],
+        );
+        let e = s3_error("HeadObject s3://b/k", &headless);
+        assert_eq!(
+            e.message,
+            "HeadObject s3://b/k: AccessDenied: not for you either"
+        );
+    }
+
     #[tokio::test]
     async fn a_body_is_read_whole_up_to_its_bound_and_refused_past_it() {
         let body = || ByteStream::from(vec![7u8; 1000]);
