@@ -203,6 +203,16 @@ impl Emulator {
         self.log_path.as_deref()
     }
 
+    /// Where the container stand-in keeps this emulator's "containers" (beside its log);
+    /// `None` for an emulator this binary did not start. A test injects Lambda faults
+    /// there (`faults/<function name>`: `tests/standin/container.py` says how).
+    pub fn standin_dir(&self) -> Option<PathBuf> {
+        let log = self.log_path.as_deref()?;
+        let name = log.file_name()?.to_str()?;
+        let instance = name.strip_prefix("fakecloud-")?.strip_suffix(".log")?;
+        Some(standin_dir(log.parent()?, instance))
+    }
+
     /// The version the emulator's health check reported (fakecloud only).
     pub fn version(&self) -> Option<&str> {
         self.version.as_deref()
@@ -417,7 +427,7 @@ impl Emulator {
                 command.env_remove(key);
             }
         }
-        let standin_dir = log_dir.join(format!("standin-{instance}"));
+        let standin_dir = standin_dir(&log_dir, &instance);
         command
             .env(CONTAINER_CLI_ENV, STANDIN)
             .env(STANDIN_DIR_ENV, &standin_dir);
@@ -656,6 +666,11 @@ fn log_tail(log_path: &Path) -> String {
 /// starting with a letter and not ending with `-`: valid as an S3 bucket name
 /// and for most other AWS names (tables, queues, topics, roles, functions,
 /// state machines, parameters, secrets, log groups, stacks).
+/// The stand-in's directory of the emulator `instance` whose log is in `log_dir`.
+fn standin_dir(log_dir: &Path, instance: &str) -> PathBuf {
+    log_dir.join(format!("standin-{instance}"))
+}
+
 pub fn unique_name(prefix: &str) -> String {
     const MAX: usize = 63;
     static COUNTER: AtomicU64 = AtomicU64::new(0);

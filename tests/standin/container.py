@@ -50,6 +50,14 @@ does, and again after it exited):
   to `127.0.0.1`, plus `PATH`, `AWS_LAMBDA_RUNTIME_API`, `LAMBDA_TASK_ROOT`, `_HANDLER`;
   nothing else of this machine's environment.
 
+Faults a test injects (`serve.py`'s `take_fault` says each one): the lines of
+`$STACKFLOW_STANDIN_DIR/faults/<function name>`, one taken by each invocation of that
+function, in order: `refuse <Error>` (Lambda refused the call: the function does not run),
+`lose <Error>` (the function ran; its answer is replaced by the error), `crash` (the
+process is killed once the function answered: `Runtime.ExitError`), `init` (the process
+is started again with no AWS endpoint reachable, so its init fails). What was taken is
+appended to `<function name>.taken`.
+
 Limits (what real Lambda does that this does not):
 
 - no isolation: the code runs as this user, on this machine's file system; `/tmp` is

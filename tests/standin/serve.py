@@ -3,6 +3,7 @@ the Lambda Runtime API of one function instance, on one loopback port, and the f
 process. Started detached by `container.py start`; argument: the container's directory.
 """
 
+import fcntl
 import http.server
 import json
 import os
@@ -92,11 +93,13 @@ class Function:
             return [sys.executable, os.path.join(HERE, "runtime.py")]
         raise RuntimeError(f"the image {image} is not run by the stand-in (provided, nodejs and python only)")
 
-    def ensure_started(self):
-        """Starts the function's process unless it runs; an error message when it cannot."""
+    def ensure_started(self, override=None):
+        """Starts the function's process unless it runs (with `override` over its
+        environment); an error message when it cannot."""
         if self.proc is not None and self.exit_status is None:
             return None
         env = self.env()
+        env.update(override or {})
         os.makedirs(env["HOME"], exist_ok=True)
         try:
             argv = self.command(env)
@@ -122,10 +125,16 @@ class Function:
             request_id = str(uuid.uuid4())
             timeout = float(self.config["env"].get("AWS_LAMBDA_FUNCTION_TIMEOUT", "3") or 3)
             started = time.monotonic()
+            fault = take_fault(self.root, self.config["env"].get("AWS_LAMBDA_FUNCTION_NAME", ""))
             log(f"START RequestId: {request_id} Version: $LATEST")
             with self.cond:
-                why = self.ensure_started()
-                if why is not None:
+                if fault[:1] == ["init"]:
+                    self.stop()
+                why = self.ensure_started(UNREACHABLE if fault[:1] == ["init"] else None)
+                if fault[:1] == ["refuse"]:
+                    body = error_body(fault[1], "injected by the stand-in: the call did not "
+                                      "reach the function")
+                elif why is not None:
                     body = error_body("Runtime.InvalidEntrypoint", why)
                 else:
                     deadline_ms = int(time.time() * 1000 + timeout * 1000)
@@ -136,6 +145,14 @@ class Function:
                     body = self.wait_answer(request_id, started + timeout, timeout)
                     self.pending = None
                     self.current = None
+                    if fault[:1] == ["crash"] and self.answer is not None:
+                        self.stop()
+                        body = error_body("Runtime.ExitError", f"RequestId: {request_id} Error: "
+                                          "Runtime exited with error: signal: killed (injected "
+                                          "by the stand-in after the function answered)")
+                    elif fault[:1] == ["lose"]:
+                        body = error_body(fault[1], "injected by the stand-in: the function "
+                                          "ran, its answer was lost")
             spent = (time.monotonic() - started) * 1000
             log(f"END RequestId: {request_id}")
             with self.cond:
@@ -181,6 +198,56 @@ class Function:
     def kill(self):
         if self.proc is not None and self.exit_status is None:
             self.proc.kill()
+
+    def stop(self):
+        """Kills the function's process and waits for its end (the lock held)."""
+        if self.proc is not None and self.exit_status is None:
+            self.proc.kill()
+            self.exit_status = self.proc.wait()
+
+
+# An init fault's environment: every AWS call the function makes at init is refused.
+UNREACHABLE = {"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+FAULTS = ("refuse", "lose", "crash", "init")
+
+
+def take_fault(root, function_name):
+    """The next fault a test injected into `function_name`'s invocations, as words (empty
+    for none): the first line of `<stand-in dir>/faults/<function name>`, taken under a lock
+    (the function's containers share the file) and appended to `<name>.taken`.
+
+    - `refuse <Error>`: the function is not run; the answer is that error (a Lambda
+      service error before the call reached the function: `Lambda.ServiceException`...);
+    - `lose <Error>`: the function runs to its end; its answer is replaced by that error
+      (`Lambda.Unknown`, `Lambda.ClientExecutionTimeoutException`: the work is done, the
+      caller does not know it);
+    - `crash`: the function runs and answers, then its process is killed before the
+      answer is passed on (`Runtime.ExitError`);
+    - `init`: the process is started again with every AWS endpoint unreachable, so its
+      init fails and it exits (`Runtime.ExitError`); the next invocation starts it as usual.
+    """
+    if not function_name:
+        return []
+    path = os.path.join(os.path.dirname(root), "faults", function_name)
+    if not os.path.exists(path):
+        return []
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(path) as f:
+            lines = [line.strip() for line in f if line.strip()]
+        if not lines:
+            return []
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(line + "\n" for line in lines[1:]))
+        os.replace(path + ".tmp", path)
+        with open(path + ".taken", "a") as f:
+            f.write(lines[0] + "\n")
+    words = lines[0].split()
+    if words[0] not in FAULTS or (words[0] in ("refuse", "lose")) != (len(words) == 2):
+        log(f"stand-in: unknown fault {lines[0]!r} (one of {FAULTS}), not injected")
+        return []
+    log(f"stand-in: injecting {lines[0]!r} into {function_name}")
+    return words
 
 
 AARCH64 = 183  # ELF e_machine

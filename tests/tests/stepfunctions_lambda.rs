@@ -451,3 +451,116 @@ async fn the_arm64_artifact_answers_and_deploys_under_qemu() {
     assert!(gone.resources.is_empty() && gone.lock.is_none());
     assert!(!rig.queue_exists(&queue).await);
 }
+
+/// The faults each task is given, in the order its invocations take them: every Lambda
+/// error AWS lists as transient (its recommended retrier, throttling, an unknown outcome),
+/// raised before the function runs (`refuse`) or after it did its work (`lose`), a crash
+/// once the function has answered, and an init failure.
+const INJECTED: &[(&str, &[&str])] = &[
+    (
+        "Plan",
+        &[
+            "refuse Lambda.AWSLambdaException",
+            "lose Lambda.SdkClientException",
+        ],
+    ),
+    (
+        "Provision",
+        &[
+            "refuse Lambda.ServiceException",
+            "crash",
+            "lose Lambda.Unknown",
+            "init",
+            "refuse Lambda.TooManyRequestsException",
+            "lose Lambda.ClientExecutionTimeoutException",
+        ],
+    ),
+    ("Conclude", &["crash"]),
+    ("Finish", &["init"]),
+];
+
+/// A deploy through every transient Lambda fault (injected through the container
+/// stand-in, `tests/standin/serve.py`'s `take_fault`): each is retried by the state
+/// machine, the deploy succeeds, every injected fault was taken and shows in the history,
+/// and nothing is made twice (one `ResourceCreated` a resource; exactly the recorded
+/// queues exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deploy_through_every_transient_lambda_fault_makes_nothing_twice() {
+    let rig = lambda_rig().await;
+    let faults = rig
+        .emu
+        .standin_dir()
+        .expect("faults are injected into an emulator this test started")
+        .join("faults");
+    std::fs::create_dir_all(&faults).unwrap();
+    for (task, lines) in INJECTED {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(faults.join(format!("{}-{task}", rig.prefix)), text).unwrap();
+    }
+    let stack = unique_name("SfnFaults");
+    let t = template(json!({
+        "Resources": {
+            "A": {"Type": "AWS::SQS::Queue"},
+            "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+            "C": {"Type": "AWS::SQS::Queue"},
+            "D": {"Type": "AWS::SQS::Queue", "DependsOn": "B"},
+            "E": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "D"}}},
+            "F": {"Type": "AWS::SQS::Queue"}
+        }
+    }));
+    let (status, history, took) = rig.deploy(&input(&stack, t)).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{history}");
+    eprintln!(
+        "deploy through injected Lambda faults: {:.2} s",
+        took.as_secs_f64()
+    );
+
+    for (task, lines) in INJECTED {
+        let name = faults.join(format!("{}-{task}", rig.prefix));
+        let taken = std::fs::read_to_string(faults.join(format!("{}-{task}.taken", rig.prefix)))
+            .unwrap_or_default();
+        let left = std::fs::read_to_string(&name).unwrap();
+        assert_eq!(taken.lines().collect::<Vec<_>>(), *lines, "{task}: taken");
+        assert!(left.trim().is_empty(), "{task}: not taken: {left}");
+        for line in *lines {
+            let error = line.split(' ').nth(1).unwrap_or("Runtime.ExitError");
+            assert!(
+                history.contains(error),
+                "{task}'s {error} not in the history:\n{history}"
+            );
+        }
+    }
+
+    let stream = StreamId::new("us-east-1", &stack);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 6);
+    assert!(state.pending.is_empty() && state.lock.is_none());
+    let mut created: Vec<String> = rig
+        .events(&stream)
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ResourceCreated { resource, .. } => Some(resource.logical_id),
+            _ => None,
+        })
+        .collect();
+    created.sort();
+    assert_eq!(created, ["A", "B", "C", "D", "E", "F"], "one create each");
+    let listed = rig
+        .sqs
+        .list_queues()
+        .queue_name_prefix(&stack)
+        .send()
+        .await
+        .unwrap();
+    let mut urls = listed.queue_urls().to_vec();
+    urls.sort();
+    let mut recorded: Vec<String> = state
+        .resources
+        .values()
+        .filter(|r| r.resource_type == "AWS::SQS::Queue")
+        .map(|r| r.physical_id.clone())
+        .collect();
+    recorded.sort();
+    assert_eq!(urls, recorded, "exactly the recorded queues exist");
+}

@@ -37,6 +37,56 @@ use crate::rollback::{rollback_stack, rollback_stack_as};
 use crate::schedule::Task;
 use crate::stack::StackInput;
 
+/// What a Plan answered, kept for a retry of it ([`Tasks::plan`]): the reference, or the
+/// failure's kind and (masked) message.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanAnswer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    planned: Option<DeployRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(default)]
+    message: String,
+}
+
+impl PlanAnswer {
+    fn of(out: &Result<DeployRef, TaskError>) -> Vec<u8> {
+        let answer = match out {
+            Ok(planned) => PlanAnswer {
+                planned: Some(planned.clone()),
+                error: None,
+                message: String::new(),
+            },
+            Err(e) => PlanAnswer {
+                planned: None,
+                error: Some(e.kind.name().to_string()),
+                message: e.message.clone(),
+            },
+        };
+        serde_json::to_vec(&answer).unwrap_or_default()
+    }
+
+    fn read(body: &[u8], key: &str) -> Result<DeployRef, TaskError> {
+        let answer: PlanAnswer = serde_json::from_slice(body).map_err(|e| {
+            TaskError::new(
+                ErrorKind::Internal,
+                format!("{key} is not a Plan's answer: {e}"),
+            )
+        })?;
+        match (answer.planned, answer.error) {
+            (Some(planned), _) => Ok(planned),
+            (None, error) => {
+                let kind = ErrorKind::ALL
+                    .into_iter()
+                    .find(|k| Some(k.name()) == error.as_deref())
+                    .unwrap_or(ErrorKind::Internal);
+                Err(TaskError::new(kind, answer.message))
+            }
+        }
+    }
+}
+
 /// What the handlers need besides the engine: the bucket and Step Functions (to release
 /// gates).
 pub struct Tasks<S> {
@@ -63,7 +113,19 @@ impl<S: EventStore + 'static> Tasks<S> {
     /// is stored (which has what the other tasks need) or there is nothing to do, and
     /// when the plan fails for good; it is kept only for the retry of a transient
     /// failure (`Stackflow.Store`, `Stackflow.Aws`, which the state machine retries).
+    ///
+    /// Before the input is deleted, the answer is stored beside the plan
+    /// (`plan-answer.json`): a Plan whose answer was lost (a crash after it answered, a
+    /// Lambda error with the outcome unknown) is run again by the state machine with the
+    /// same request, finds no input, and answers what the first run answered.
     pub async fn plan(&self, req: DeployRequest) -> Result<DeployRef, TaskError> {
+        let answer_key = format!(
+            "{}plan-answer.json",
+            prefix(&req.stack, &deploy_id_of(&req))
+        );
+        if let Some(body) = self.get(&answer_key).await? {
+            return PlanAnswer::read(&body, &answer_key);
+        }
         let key = req.input_key.clone();
         let out = self.plan_stored(req).await;
         let done_with_input = match &out {
@@ -71,6 +133,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             Err(e) => !matches!(e.kind, ErrorKind::Store | ErrorKind::Aws),
         };
         if done_with_input {
+            self.put(&answer_key, PlanAnswer::of(&out)).await?;
             self.delete(&key).await?;
         }
         out
@@ -479,6 +542,30 @@ pub fn topological(tasks: &[Task]) -> Vec<Task> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A retried Plan answers what the first run answered: its reference, or its failure
+    /// with the same kind and message.
+    #[test]
+    fn a_plans_answer_reads_back_as_it_was() {
+        let planned = DeployRef {
+            stack: "app".into(),
+            deploy_id: "d-1".into(),
+            no_changes: false,
+            failed: false,
+            items: vec!["A".into(), "B".into()],
+            concurrency: 7,
+        };
+        let body = PlanAnswer::of(&Ok(planned.clone()));
+        assert_eq!(PlanAnswer::read(&body, "k"), Ok(planned));
+        for kind in ErrorKind::ALL {
+            let failed = TaskError::new(kind, "the template has no Resources");
+            let body = PlanAnswer::of(&Err(failed.clone()));
+            assert_eq!(PlanAnswer::read(&body, "k"), Err(failed));
+        }
+        let garbled = PlanAnswer::read(b"{", "deploys/app/d-1/plan-answer.json").unwrap_err();
+        assert_eq!(garbled.kind, ErrorKind::Internal);
+        assert!(garbled.message.contains("plan-answer.json"), "{garbled}");
+    }
 
     #[test]
     fn topological_order_puts_dependencies_first() {
