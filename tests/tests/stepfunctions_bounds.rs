@@ -233,6 +233,7 @@ async fn a_deploy_near_the_history_limit_stops_through_fail() {
         stop_at: 40,
         check_every: 1,
         most_actions: 100,
+        part_actions: 100,
     };
     let rig = rig_with_history(1, guard).await;
     let stack = unique_name("SfnHistory");
@@ -321,4 +322,150 @@ async fn deploy_failures(rig: &Rig, stream: &StreamId) -> Vec<stackflow_events::
             _ => None,
         })
         .collect()
+}
+
+/// The names of the executions of `rig`'s deploy machine that ran parts (`-p<n>`, `-c<n>`)
+/// of `deploy_id`, sorted, and the most `MapIterationStarted` events any of them had.
+async fn parts_run(rig: &Rig, deploy_id: &str) -> (Vec<String>, usize) {
+    let listed = rig
+        .sfn
+        .list_executions()
+        .state_machine_arn(&rig.machines["deploy"])
+        .max_results(1000)
+        .send()
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    let mut most = 0;
+    for e in listed.executions() {
+        let Some(tail) = e.name().strip_prefix(&format!("{deploy_id}-")) else {
+            continue;
+        };
+        names.push(tail.to_string());
+        let history = rig
+            .sfn
+            .get_execution_history()
+            .execution_arn(e.execution_arn())
+            .max_results(1000)
+            .send()
+            .await
+            .unwrap();
+        let iterations = history
+            .events()
+            .iter()
+            .filter(|h| h.r#type().as_str() == "MapIterationStarted")
+            .count();
+        most = most.max(iterations);
+    }
+    names.sort();
+    (names, most)
+}
+
+/// A deploy of more actions than one execution holds (here: parts of 3) runs each phase
+/// in parts, each an execution of the deploy machine, one after the other: a chain that
+/// crosses parts is created in order; an update that replaces queues deletes their
+/// predecessors in cleanup parts; a failing action stops the parts after it, and the
+/// deploy is rolled back through Fail with nothing left and the lock free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deploy_larger_than_one_execution_runs_in_parts() {
+    use stackflow_engine::sfn::history::HistoryGuard;
+    let guard = HistoryGuard {
+        part_actions: 3,
+        ..HistoryGuard::default()
+    };
+    let rig = rig_with_history(6, guard).await;
+    let stack = unique_name("SfnParts");
+    let queues = |renamed: bool, failing: bool| {
+        let mut resources = serde_json::Map::new();
+        for i in 0..6 {
+            let mut props = json!({});
+            if renamed && i < 4 {
+                props["QueueName"] = json!(format!("{stack}-renamed-{i}"));
+            }
+            resources.insert(
+                format!("Q{i}"),
+                json!({"Type": "AWS::SQS::Queue", "Properties": props}),
+            );
+        }
+        // A chain across parts: P0 after Q0, P1 after P0, P2 after P1.
+        resources.insert("P0".into(), json!({"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["Q0", "Arn"]}}}));
+        resources.insert("P1".into(), json!({"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "P0"}}}));
+        resources.insert("P2".into(), json!({"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "P1"}}}));
+        if failing {
+            resources.insert("Bad".into(), json!({"Type": "AWS::SQS::Queue", "DependsOn": "P2", "Properties": {"VisibilityTimeout": 999999}}));
+            resources.insert(
+                "After".into(),
+                json!({"Type": "AWS::SQS::Queue", "DependsOn": "Bad"}),
+            );
+        }
+        template(json!({ "Resources": resources }))
+    };
+    let stream = StreamId::new("us-east-1", &stack);
+    let run = |t, id: &str| {
+        let (rig, stack, id) = (&rig, stack.clone(), id.to_string());
+        async move {
+            let req = rig.upload(&input(&stack, t), Some(id)).await;
+            let arn = rig
+                .start("deploy", serde_json::to_value(req).unwrap())
+                .await;
+            let (status, _, error, _) = rig.wait_counted(&arn).await;
+            (status, error)
+        }
+    };
+
+    // 9 creates: 3 parts, each an execution of at most 3 iterations.
+    let first = unique_name("d").to_lowercase();
+    let (status, error) = run(queues(false, false), &first).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let (parts, most) = parts_run(&rig, &first).await;
+    assert_eq!(parts, ["p0", "p1", "p2"]);
+    assert_eq!(most, 3, "a part's execution runs only its own items");
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 9);
+    let p2 = &state.resources["P2"];
+    assert_eq!(
+        p2.properties["Value"],
+        json!(state.resources["P1"].physical_id)
+    );
+
+    // 4 replacements, P0 updated (Q0's ARN) and P1, P2 looked at again downstream of it:
+    // 7 actions in 3 parts; then the 4 predecessors deleted in 2.
+    let second = unique_name("d").to_lowercase();
+    let (status, error) = run(queues(true, false), &second).await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    let (parts, _) = parts_run(&rig, &second).await;
+    assert_eq!(parts, ["c0", "c1", "p0", "p1", "p2"]);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    let mut recorded: Vec<String> = state
+        .resources
+        .values()
+        .filter(|r| r.resource_type == "AWS::SQS::Queue")
+        .map(|r| r.physical_id.clone())
+        .collect();
+    recorded.sort();
+    let listed = rig
+        .sqs
+        .list_queues()
+        .queue_name_prefix(&stack)
+        .send()
+        .await
+        .unwrap();
+    let mut urls = listed.queue_urls().to_vec();
+    urls.sort();
+    assert_eq!(urls, recorded, "the predecessors are gone");
+    assert_eq!(
+        recorded.iter().filter(|u| u.contains("-renamed-")).count(),
+        4
+    );
+
+    // A failing action in a later part: the parts after it do not begin, Fail rolls back.
+    let third = unique_name("d").to_lowercase();
+    let (status, error) = run(queues(true, true), &third).await;
+    assert_eq!(status, ExecutionStatus::Failed, "{error}");
+    assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(state.resources.len(), 9, "Bad and After are not kept");
+    assert!(!state.resources.contains_key("After"));
+    assert!(state.lock.is_none() && state.pending.is_empty());
+    let _ = rig.stop.send(true);
 }

@@ -12,8 +12,8 @@ use stackflow_engine::sfn::triggers::TRIGGER_NAMES;
 use stackflow_engine::sfn::triggers::drift_check::DriftCheckRequest;
 use stackflow_engine::sfn::triggers::start::{BusEvent, DeployRequested, launch_of};
 use stackflow_engine::tasks::{
-    DeployRef, DeployRequest, GateAnswer, Item, ReleaseRequest, RunRequest, StackRequest,
-    TASK_NAMES,
+    DeployRef, DeployRequest, GateAnswer, Item, PartRequest, ReleaseRequest, RunRequest,
+    StackRequest, TASK_NAMES,
 };
 
 /// The gate's payload on Lambda (`infra/deploy.asl.json`: `{"item.$": "$", "token.$":
@@ -38,6 +38,7 @@ const SAMPLES: &[(&str, Check)] = &[
     ("plan.json", |v| is::<DeployRequest>(v, &[])),
     ("gate.json", gate),
     ("provision.json", provision),
+    ("part.json", |v| is::<PartRequest>(v, &[])),
     ("conclude.json", |v| {
         is::<DeployRef>(v, &["provisioned"])?;
         results(v, "provisioned")

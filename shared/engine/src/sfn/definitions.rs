@@ -260,10 +260,28 @@ mod tests {
                 }
             });
         }
-        assert_eq!(maps.len(), 2, "provision and cleanup");
+        assert_eq!(maps.len(), 3, "provision, cleanup, and a part's items");
         for (def, map) in maps {
             assert_eq!(map["MaxConcurrencyPath"], json!("$.concurrency"), "{def}");
             assert!(map.get("MaxConcurrency").is_none(), "{def}: {map}");
+        }
+        // The parts of a phase run one after the other, not in a `Map` (whose order Step
+        // Functions does not promise): each Part task runs the first part left and answers
+        // the rest, and a Choice loops back while one is left.
+        let deploy: Value = serde_json::from_str(DEPLOY).unwrap();
+        for (task, more) in [
+            ("ProvisionParts", "MoreProvisionParts"),
+            ("CleanupParts", "MoreCleanupParts"),
+        ] {
+            let t = &deploy["States"][task];
+            assert_eq!(t["Resource"], json!("${Part}"), "{task}");
+            assert_eq!(t["Parameters"]["parts.$"], json!("$.parts"), "{task}");
+            assert_eq!(t["ResultPath"], json!("$.parts"), "{task}");
+            assert_eq!(t["Parameters"]["concurrency.$"], json!("$.concurrency"));
+            assert_eq!(t["Next"], json!(more), "{task}");
+            let rule = &deploy["States"][more]["Choices"][0];
+            assert_eq!(rule["Variable"], json!("$.parts[0]"), "{more}");
+            assert_eq!(rule["Next"], json!(task), "{more}");
         }
         use super::super::payloads::{MAP_CONCURRENCY, map_concurrency};
         assert_eq!(map_concurrency(0), 1);
@@ -390,12 +408,22 @@ mod tests {
         let bounded: Vec<(String, Value)> = tasks()
             .into_iter()
             .filter(|(_, t)| {
-                ["${Provision}", "${Fail}", "${Destroy}", "${Rollback}"]
-                    .iter()
-                    .any(|r| t["Resource"] == json!(r))
+                [
+                    "${Provision}",
+                    "${Part}",
+                    "${Fail}",
+                    "${Destroy}",
+                    "${Rollback}",
+                ]
+                .iter()
+                .any(|r| t["Resource"] == json!(r))
             })
             .collect();
-        assert_eq!(bounded.len(), 5, "Act, Delete, Fail, Destroy, Rollback");
+        assert_eq!(
+            bounded.len(),
+            8,
+            "Act, Delete, a part's Act, both phases' Part, Fail, Destroy, Rollback"
+        );
         for (def, task) in bounded {
             let first = &task["Retry"][0];
             assert_eq!(
@@ -417,7 +445,7 @@ mod tests {
     #[test]
     fn a_gate_rechecks_at_its_heartbeat_within_a_bounded_wait() {
         let gates: Vec<(String, Value)> = tasks().into_iter().filter(|t| is_gate(&t.1)).collect();
-        assert_eq!(gates.len(), 2, "the provision and cleanup gates");
+        assert_eq!(gates.len(), 3, "the provision, cleanup and a part's gates");
         for (def, gate) in gates {
             let heartbeat = gate["HeartbeatSeconds"].as_u64().expect("a heartbeat");
             let timeout = gate["TimeoutSeconds"].as_u64().expect("a timeout");
@@ -506,6 +534,7 @@ mod tests {
             failed: true,
             items: vec![],
             concurrency: 40,
+            parts: vec![],
         };
         let answer = FailAnswer::Wait(Waiting::new(r, vec!["Queue".into()]));
         let out = serde_json::to_value(&answer).unwrap();
@@ -597,6 +626,7 @@ mod tests {
             failed: false,
             items: ids.clone(),
             concurrency: 40,
+            parts: vec![],
         };
         let plan_out = serde_json::to_value(&plan).unwrap();
         assert!(

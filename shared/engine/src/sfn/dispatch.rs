@@ -14,6 +14,7 @@ pub const TASK_NAMES: &[&str] = &[
     "Plan",
     "Gate",
     "Provision",
+    "Part",
     "Conclude",
     "Finish",
     "Fail",
@@ -74,6 +75,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 }
                 out(self.act(&item).await?)
             }
+            "Part" => out(self.part(parse(name, input)?).await?),
             "Conclude" => out(self.conclude(parse(name, input)?).await?),
             "Finish" => out(self.finish(parse(name, input)?).await?),
             "Fail" => out(self.fail_or_wait(parse(name, input)?).await?),

@@ -68,10 +68,26 @@ pub fn fixed(cost: EventCost) -> u64 {
     2 + 3 * cost.task + 2 * cost.map + 3 * cost.passing
 }
 
-/// What Plan and the gates do with the history: Plan refuses a plan of more than
-/// `most_actions` actions before anything is made; the gates read its length every
-/// `check_every` iterations (by the iteration's index), and stop the deploy once it passes
-/// `stop_at` (retries and re-checks the plan could not count).
+/// What a deploy's execution writes for each part it runs in an execution of its own
+/// ([`HistoryGuard::part_actions`]): the `Part` task, the `Choice` that loops back to it,
+/// and one retry of the task each time its deadline comes while the part runs
+/// (`Stackflow.Again`).
+pub fn per_part(cost: EventCost, agains: u64) -> u64 {
+    cost.passing + cost.task + cost.task_retry * agains
+}
+
+/// The most parts one deploy may have: 200 (180,000 actions in parts of 900), which the
+/// deploy's own execution holds with each part's task retried 20 times at its deadline
+/// (4 hours a part; [`per_part`]).
+pub const MOST_PARTS: u64 = 200;
+
+/// What Plan and the gates do with the history: a plan of more than `part_actions`
+/// actions runs its phases in parts of at most that many, each part an execution of its
+/// own (`infra/README.md`, "Deploys larger than one execution"); Plan refuses a plan of
+/// more than `most_actions` actions before anything is made; the gates read the length of
+/// their execution's history every `check_every` iterations (by the iteration's index), and
+/// stop the deploy once it passes `stop_at` (retries and re-checks the plan could not
+/// count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryGuard {
     /// The length past which the deploy stops.
@@ -80,6 +96,8 @@ pub struct HistoryGuard {
     pub check_every: u64,
     /// The most actions a plan may have.
     pub most_actions: u64,
+    /// The most actions one execution runs: a phase of more runs in parts.
+    pub part_actions: u64,
 }
 
 impl Default for HistoryGuard {
@@ -87,14 +105,17 @@ impl Default for HistoryGuard {
     /// since the last read write (at most 25 more, and the 40 running), then Fail (its
     /// waits for late calls, its rollback across invocations) and Release fit in the
     /// 5,000 left ([`HistoryGuard::headroom`]).
-    /// Plan takes what runs within that with no retry ([`HistoryGuard::actions`]).
+    /// A part holds what runs within that with a gate re-check and a retry each, rounded
+    /// down to a hundred (900); a plan may have [`MOST_PARTS`] parts.
     fn default() -> Self {
         let mut guard = HistoryGuard {
             stop_at: 20_000,
             check_every: 25,
             most_actions: 0,
+            part_actions: 0,
         };
-        guard.most_actions = guard.actions(COST, 0, 0);
+        guard.part_actions = guard.actions(COST, 1, 1) / 100 * 100;
+        guard.most_actions = guard.part_actions * MOST_PARTS;
         guard
     }
 }
@@ -140,13 +161,32 @@ mod tests {
     }
 
     /// The budget of a 10,000-action deploy: one execution cannot hold it (130,000
-    /// events and more), so the guard stops it, early enough for Fail and Release: with no
-    /// retry 1,536 actions run; with a gate re-check and a retry each, 998.
+    /// events and more), so it runs in parts of 900 actions, each an execution whose
+    /// history holds its part with a gate re-check and a retry each, under the guard; the
+    /// deploy's own execution holds the parts' iterations. If a part still runs out (more
+    /// retries than that), the guard stops it early enough for Fail and Release: with no
+    /// retry 1,536 actions run in one execution; with a gate re-check and a retry each, 998.
     #[test]
     fn the_budget_of_ten_thousand_actions() {
         let guard = HistoryGuard::default();
         let need = fixed(COST) + 10_000 * per_action(COST, 0, 0);
         assert!(need > HISTORY_LIMIT * 5, "{need}");
+        assert_eq!(guard.part_actions, 900);
+        let parts = 10_000u64.div_ceil(guard.part_actions);
+        assert_eq!(parts, 12);
+        // A part's execution: its start and end, the Choice that enters its Map, the Map,
+        // its Succeed, and 900 actions each re-checked and retried once.
+        let part = 2 + 2 * COST.passing + COST.map + guard.part_actions * per_action(COST, 1, 1);
+        assert_eq!(part, 18_010);
+        assert!(part < guard.stop_at, "{part}");
+        // The deploy's own execution: its fixed part, the parts of both phases (a
+        // replacement has a delete too), each part's task retried at its deadline for a
+        // day (12 minutes each: 120 retries), then Fail and Release.
+        let parent = fixed(COST) + 2 * COST.passing + 2 * parts * per_part(COST, 120);
+        assert!(parent < 10_000, "{parent}");
+        // The most parts a plan may have fit the same way.
+        assert!(fixed(COST) + MOST_PARTS * per_part(COST, 20) < guard.stop_at);
+        assert_eq!(guard.most_actions, 180_000);
         assert_eq!(guard.actions(COST, 0, 0), 1_536);
         assert_eq!(guard.actions(COST, 1, 1), 998);
         // What may still come after the stop: the iterations begun since the last read
@@ -165,11 +205,11 @@ mod tests {
     fn gates_read_the_length_every_few_iterations() {
         let guard = HistoryGuard::default();
         assert!(guard.checks(0) && guard.checks(25) && !guard.checks(26));
-        assert_eq!(guard.most_actions, 1_536);
         let every = HistoryGuard {
             stop_at: 10,
             check_every: 0,
             most_actions: 1,
+            part_actions: 1,
         };
         assert!(every.checks(7), "0 reads at every iteration");
         let why = guard.reason(20_013, 1_550, "provision");

@@ -12,6 +12,7 @@ pub mod env;
 pub mod errors;
 mod gates;
 pub mod history;
+pub mod parts;
 pub mod payloads;
 mod release;
 pub mod tasks;

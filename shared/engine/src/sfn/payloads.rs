@@ -103,6 +103,50 @@ pub struct DeployRef {
     /// deploy's `concurrency`, within 1 and [`MAP_CONCURRENCY`].
     #[serde(default = "map_concurrency_default")]
     pub concurrency: usize,
+    /// When the phase has more actions than one execution runs
+    /// ([`HistoryGuard::part_actions`](super::history::HistoryGuard::part_actions)): its
+    /// parts, `0..n`, each run in an execution of its own by the `Part` task, one after
+    /// the other (`items` is then empty: the parts read theirs from the stored graph).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<u32>,
+}
+
+/// The `Part` task's input: the parts of a phase still to run (the first is run now, as an
+/// execution of the deploy's own state machine, and waited for); it answers the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartRequest {
+    /// The stack.
+    pub stack: String,
+    /// The deploy.
+    pub deploy_id: String,
+    /// The phase.
+    pub phase: Phase,
+    /// The parts left, in order.
+    pub parts: Vec<u32>,
+    /// The state machine the deploy runs on (`$$.StateMachine.Id`): the part runs on it.
+    pub machine: String,
+    /// How many of the part's iterations run at once.
+    #[serde(default = "map_concurrency_default")]
+    pub concurrency: usize,
+}
+
+/// The input of a part's execution: the deploy machine's `Entry` sends it to `PartMap`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartInput {
+    /// The stack.
+    pub stack: String,
+    /// The deploy.
+    pub deploy_id: String,
+    /// The phase.
+    pub phase: Phase,
+    /// Which part.
+    pub part: u32,
+    /// Its actions' ids, in the order they may start.
+    pub items: Vec<String>,
+    /// How many run at once.
+    pub concurrency: usize,
 }
 
 /// The most iterations of an inline `Map` Step Functions runs at once.

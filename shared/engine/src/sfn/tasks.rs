@@ -20,8 +20,8 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, Phase, RolledBack,
-    RunKind, RunRequest, StackRequest, Waiting,
+    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, PartInput,
+    PartRequest, Phase, RolledBack, RunKind, RunRequest, StackRequest, Waiting,
 };
 pub use super::release::{Recorded, ReleaseRequest, Released};
 
@@ -169,6 +169,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 failed: false,
                 items: vec![],
                 concurrency: map_concurrency(req.concurrency),
+                parts: vec![],
             });
         };
         let tasks = d.provision_tasks();
@@ -181,14 +182,28 @@ impl<S: EventStore + 'static> Tasks<S> {
         .await?;
         self.put_graph(&req.stack, &d.deploy_id, Phase::Provision, &tasks)
             .await?;
+        let (items, parts) = self.items_or_parts(&tasks);
         Ok(DeployRef {
             stack: req.stack.clone(),
             deploy_id: d.deploy_id.clone(),
             no_changes: false,
             failed: false,
-            items: tasks.iter().map(|t| t.id.clone()).collect(),
+            items,
             concurrency: map_concurrency(req.concurrency),
+            parts,
         })
+    }
+
+    /// A phase's `Map` items (its actions' ids, in the order they may start), or, when one
+    /// execution does not hold them, its parts ([`super::parts`]).
+    fn items_or_parts(&self, ordered: &[Task]) -> (Vec<String>, Vec<u32>) {
+        let ids: Vec<String> = ordered.iter().map(|t| t.id.clone()).collect();
+        let parts = super::parts::parts_of(&ids, self.history.part_actions);
+        if parts.is_empty() {
+            (ids, parts)
+        } else {
+            (Vec::new(), parts)
+        }
     }
 
     /// A plan of more actions than one execution runs before its history guard stops it
@@ -287,6 +302,7 @@ impl<S: EventStore + 'static> Tasks<S> {
             return Ok(DeployRef {
                 failed: true,
                 items: vec![],
+                parts: vec![],
                 ..r
             });
         }
@@ -295,8 +311,10 @@ impl<S: EventStore + 'static> Tasks<S> {
         let ordered = topological(&tasks);
         self.put_graph(&r.stack, &r.deploy_id, Phase::Cleanup, &ordered)
             .await?;
+        let (items, parts) = self.items_or_parts(&ordered);
         Ok(DeployRef {
-            items: ordered.iter().map(|t| t.id.clone()).collect(),
+            items,
+            parts,
             failed: false,
             ..r
         })
@@ -554,6 +572,7 @@ mod tests {
             failed: false,
             items: vec!["A".into(), "B".into()],
             concurrency: 7,
+            parts: vec![],
         };
         let body = PlanAnswer::of(&Ok(planned.clone()));
         assert_eq!(PlanAnswer::read(&body, "k"), Ok(planned));

@@ -1,0 +1,275 @@
+//! Deploys larger than one execution. A phase of more actions than one execution's history
+//! holds ([`HistoryGuard::part_actions`](super::history::HistoryGuard::part_actions)) runs
+//! in parts: Plan (or Conclude, for the cleanup) answers the parts' numbers instead of the
+//! items, and the deploy's `Part` task runs the first part left and answers the others,
+//! until none is left (a `Choice` loops back to it: not a `Map`, whose order of iterations
+//! Step Functions does not promise). Each part is an execution of the deploy's own state
+//! machine (its `Entry` choice sends an input with a `part` to `PartMap`), whose history
+//! holds only that part's iterations.
+//!
+//! The parts follow the stored graph's order (dependencies first) and run one after the
+//! other, so a part's dependencies in earlier parts are done before it begins, and its
+//! gates find their markers as they would in one execution.
+//!
+//! The `Part` task starts its part's execution under a name made of the deploy, the
+//! phase and the part (so a retried task finds the execution it started, never a second
+//! one) and waits for its end within the task's deadline, answering `Stackflow.Again`
+//! past it (its retry waits again). A part whose execution failed fails the task, and the
+//! deploy goes to Fail as when its `Map` fails. A part does not begin once its phase has
+//! stopped (the `failed` or `partial` marker).
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use stackflow_events::EventStore;
+
+use super::artifacts::prefix;
+use super::deadline::{task_deadline, within};
+use super::errors::{ErrorKind, TaskError};
+use super::payloads::{PartInput, PartRequest, Phase};
+use super::tasks::Tasks;
+
+/// The most bytes of item ids one part's execution input holds: Step Functions takes at
+/// most 256 KiB, and the input has a few fields besides.
+pub const PART_BYTES: usize = 200 * 1024;
+
+/// Step Functions' longest execution name.
+const NAME_MOST: usize = 80;
+
+/// How often a waiting `Part` task asks how its execution is.
+const POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Where each part of `ids` begins and ends (`start..end`): at most `most` ids and
+/// [`PART_BYTES`] of them, in their order.
+pub fn part_bounds(ids: &[String], most: usize) -> Vec<(usize, usize)> {
+    let most = most.max(1);
+    let mut bounds = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, id) in ids.iter().enumerate() {
+        let size = id.len() + 3;
+        if i > start && (i - start == most || bytes + size > PART_BYTES) {
+            bounds.push((start, i));
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < ids.len() {
+        bounds.push((start, ids.len()));
+    }
+    bounds
+}
+
+/// The parts of a phase of `ids` that runs in parts (`0..n`), or none when one execution
+/// holds it.
+pub fn parts_of(ids: &[String], most: u64) -> Vec<u32> {
+    let bounds = part_bounds(ids, usize::try_from(most).unwrap_or(usize::MAX));
+    if bounds.len() <= 1 {
+        return Vec::new();
+    }
+    (0..bounds.len() as u32).collect()
+}
+
+/// The name of part `part`'s execution: the deploy's id, the phase's letter and the part's
+/// number, within Step Functions' 80 characters (a long deploy id is cut and a digest of
+/// it added, so that two ids cut alike still differ).
+pub fn part_name(deploy_id: &str, phase: Phase, part: u32) -> String {
+    let letter = match phase {
+        Phase::Provision => 'p',
+        Phase::Cleanup => 'c',
+    };
+    let tail = format!("-{letter}{part}");
+    if deploy_id.len() + tail.len() <= NAME_MOST {
+        return format!("{deploy_id}{tail}");
+    }
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(deploy_id.as_bytes());
+    let digest: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let keep = NAME_MOST - tail.len() - digest.len() - 1;
+    let cut: String = deploy_id.chars().take(keep).collect();
+    format!("{cut}-{digest}{tail}")
+}
+
+/// The ARN of execution `name` of state machine `machine`.
+fn execution_arn(machine: &str, name: &str) -> String {
+    format!(
+        "{}:{name}",
+        machine.replacen(":stateMachine:", ":execution:", 1)
+    )
+}
+
+impl<S: EventStore + 'static> Tasks<S> {
+    /// **Part**: runs the first of `req.parts` as an execution of the deploy's state
+    /// machine, waits for its end, and answers the parts left (none once the phase has
+    /// stopped: the parts after a failure do not begin). Module documentation.
+    pub async fn part(&self, req: PartRequest) -> Result<Vec<u32>, TaskError> {
+        let Some((&part, left)) = req.parts.split_first() else {
+            return Ok(Vec::new());
+        };
+        let p = prefix(&req.stack, &req.deploy_id);
+        let stopped = match req.phase {
+            Phase::Provision => "failed",
+            Phase::Cleanup => "partial",
+        };
+        if self.exists(&format!("{p}{stopped}")).await? {
+            return Ok(Vec::new());
+        }
+        let graph = self.graph(&req.stack, &req.deploy_id, req.phase).await?;
+        let ids: Vec<String> = graph.into_iter().map(|t| t.id).collect();
+        let bounds = part_bounds(&ids, self.history.part_actions as usize);
+        let Some(&(start, end)) = bounds.get(part as usize) else {
+            return Err(TaskError::new(
+                ErrorKind::Input,
+                format!(
+                    "the {} phase of deploy {} has {} parts, not a part {part}",
+                    req.phase.as_str(),
+                    req.deploy_id,
+                    bounds.len(),
+                ),
+            ));
+        };
+        let name = part_name(&req.deploy_id, req.phase, part);
+        let input = PartInput {
+            stack: req.stack.clone(),
+            deploy_id: req.deploy_id.clone(),
+            phase: req.phase,
+            part,
+            items: ids[start..end].to_vec(),
+            concurrency: req.concurrency,
+        };
+        self.start_part(&req.machine, &name, &input).await?;
+        let arn = execution_arn(&req.machine, &name);
+        let deadline = task_deadline();
+        let Some(ended) = within(deadline, self.part_ended(&arn)).await else {
+            return Err(TaskError::again(&format!("part {part} ({arn})"), deadline));
+        };
+        ended?;
+        tracing::info!(
+            stack = req.stack,
+            deploy = req.deploy_id,
+            phase = req.phase.as_str(),
+            part,
+            actions = end - start,
+            execution = arn,
+            "part done"
+        );
+        Ok(left.to_vec())
+    }
+
+    /// Starts the part's execution; one of that name is this task's own, started by an
+    /// earlier try (its input is the same: the name is the deploy's, the phase's and the
+    /// part's).
+    async fn start_part(
+        &self,
+        machine: &str,
+        name: &str,
+        input: &PartInput,
+    ) -> Result<(), TaskError> {
+        let started = self
+            .sfn
+            .start_execution()
+            .state_machine_arn(machine)
+            .name(name)
+            .input(serde_json::to_string(input).unwrap_or_default())
+            .send()
+            .await;
+        match started {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(TaskError::new(
+                ErrorKind::Aws,
+                format!(
+                    "StartExecution {name} of {machine}: {}",
+                    stackflow_providers::error::error_chain(&e)
+                ),
+            )),
+        }
+    }
+
+    /// Waits until execution `arn` ends: `Ok` when it succeeded.
+    async fn part_ended(&self, arn: &str) -> Result<(), TaskError> {
+        loop {
+            let d = self
+                .sfn
+                .describe_execution()
+                .execution_arn(arn)
+                .send()
+                .await
+                .map_err(|e| {
+                    TaskError::new(
+                        ErrorKind::Aws,
+                        format!(
+                            "DescribeExecution {arn}: {}",
+                            stackflow_providers::error::error_chain(&e)
+                        ),
+                    )
+                })?;
+            match &d.status {
+                ExecutionStatus::Running | ExecutionStatus::PendingRedrive => {
+                    tokio::time::sleep(POLL).await
+                }
+                ExecutionStatus::Succeeded => return Ok(()),
+                other => {
+                    return Err(TaskError::new(
+                        ErrorKind::Internal,
+                        format!(
+                            "the part's execution {arn} ended {}: {}: {}",
+                            other.as_str(),
+                            d.error().unwrap_or("no error"),
+                            d.cause().unwrap_or("no cause")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: usize, len: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{i:0len$}")).collect()
+    }
+
+    #[test]
+    fn parts_hold_at_most_their_count_and_bytes_in_order() {
+        assert_eq!(part_bounds(&ids(10, 2), 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(part_bounds(&ids(8, 2), 4), vec![(0, 4), (4, 8)]);
+        assert_eq!(part_bounds(&[], 4), Vec::<(usize, usize)>::new());
+        assert_eq!(part_bounds(&ids(3, 2), 0), vec![(0, 1), (1, 2), (2, 3)]);
+        // Ids of 255 characters: a part of 900 would be 232 KB; bytes cut it first.
+        let long = ids(2_000, 255);
+        let bounds = part_bounds(&long, 900);
+        assert!(bounds.iter().all(|(s, e)| (e - s) * 258 <= PART_BYTES));
+        assert_eq!(bounds.first(), Some(&(0, PART_BYTES / 258)));
+        assert_eq!(bounds.last().map(|b| b.1), Some(2_000));
+        assert!(bounds.windows(2).all(|w| w[0].1 == w[1].0));
+    }
+
+    #[test]
+    fn a_phase_one_execution_holds_has_no_parts() {
+        assert!(parts_of(&ids(900, 8), 900).is_empty());
+        assert_eq!(parts_of(&ids(901, 8), 900), vec![0, 1]);
+        assert_eq!(parts_of(&ids(2_000, 8), 900), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_parts_name_is_its_deploys_phases_and_numbers_within_80() {
+        assert_eq!(part_name("d-1", Phase::Provision, 3), "d-1-p3");
+        assert_eq!(part_name("d-1", Phase::Cleanup, 0), "d-1-c0");
+        let long = "x".repeat(90);
+        let name = part_name(&long, Phase::Provision, 12);
+        assert!(name.len() <= NAME_MOST, "{name}");
+        assert!(name.ends_with("-p12"), "{name}");
+        let other = format!("{}y", "x".repeat(89));
+        assert_ne!(part_name(&other, Phase::Provision, 12), name);
+        assert_eq!(
+            execution_arn("arn:aws:states:us-east-1:1:stateMachine:e-deploy", "d-p0"),
+            "arn:aws:states:us-east-1:1:execution:e-deploy:d-p0"
+        );
+    }
+}
