@@ -114,6 +114,17 @@ impl LambdaRig {
         machine: &str,
         execution_input: Value,
     ) -> (ExecutionStatus, String, Duration) {
+        self.run_within(machine, execution_input, Duration::from_secs(300))
+            .await
+    }
+
+    /// [`LambdaRig::run`], waiting at most `limit`.
+    async fn run_within(
+        &self,
+        machine: &str,
+        execution_input: Value,
+        limit: Duration,
+    ) -> (ExecutionStatus, String, Duration) {
         let started = Instant::now();
         let arn = self
             .sfn
@@ -125,7 +136,7 @@ impl LambdaRig {
             .await
             .unwrap_or_else(|e| self.lost(e))
             .execution_arn;
-        for _ in 0..3000 {
+        while started.elapsed() < limit {
             let d = self
                 .sfn
                 .describe_execution()
@@ -155,10 +166,19 @@ impl LambdaRig {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("execution {arn} did not end in 5 minutes");
+        panic!("execution {arn} did not end in {limit:?}");
     }
 
     async fn deploy(&self, stack: &StackInput) -> (ExecutionStatus, String, Duration) {
+        self.deploy_within(stack, Duration::from_secs(300)).await
+    }
+
+    /// [`LambdaRig::deploy`], waiting at most `limit`.
+    async fn deploy_within(
+        &self,
+        stack: &StackInput,
+        limit: Duration,
+    ) -> (ExecutionStatus, String, Duration) {
         let key = format!("inputs/{}/{}.json", stack.name, unique_name("in"));
         self.s3
             .put_object()
@@ -177,7 +197,7 @@ impl LambdaRig {
             allow_stateful_replacement: false,
             expected_plan: None,
         };
-        self.run("deploy", serde_json::to_value(request).unwrap())
+        self.run_within("deploy", serde_json::to_value(request).unwrap(), limit)
             .await
     }
 
@@ -563,4 +583,113 @@ async fn a_deploy_through_every_transient_lambda_fault_makes_nothing_twice() {
         .collect();
     recorded.sort();
     assert_eq!(urls, recorded, "exactly the recorded queues exist");
+}
+
+/// The events of execution `arn`'s history, every page read.
+async fn history_length(sfn: &aws_sdk_sfn::Client, arn: &str) -> usize {
+    let mut pages = sfn
+        .get_execution_history()
+        .execution_arn(arn)
+        .max_results(1000)
+        .into_paginator()
+        .send();
+    let mut n = 0;
+    while let Some(page) = pages.next().await {
+        n += page.unwrap().events().len();
+    }
+    n
+}
+
+/// Every execution of `machine` and its history's length, every page of both read.
+async fn histories(sfn: &aws_sdk_sfn::Client, machine: &str) -> Vec<(String, usize)> {
+    let mut pages = sfn
+        .list_executions()
+        .state_machine_arn(machine)
+        .max_results(1000)
+        .into_paginator()
+        .send();
+    let mut out = Vec::new();
+    while let Some(page) = pages.next().await {
+        for e in page.unwrap().executions() {
+            out.push((
+                e.name().to_string(),
+                history_length(sfn, e.execution_arn()).await,
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// How many resources the scale test deploys: `STACKFLOW_SCALE_RESOURCES`, else 2,000.
+fn scale() -> usize {
+    std::env::var("STACKFLOW_SCALE_RESOURCES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
+
+/// `n` parameters; the first `renamed` of them named (`Name` is create-only: a new name
+/// replaces the parameter).
+fn parameters(stack: &str, n: usize, renamed: usize) -> stackflow_core::template::Template {
+    let mut resources = serde_json::Map::new();
+    for i in 0..n {
+        let mut props = json!({"Type": "String", "Value": format!("v{i}")});
+        if i < renamed {
+            props["Name"] = json!(format!("/{stack}/renamed/{i}"));
+        }
+        resources.insert(
+            format!("P{i}"),
+            json!({"Type": "AWS::SSM::Parameter", "Properties": props}),
+        );
+    }
+    template(json!({ "Resources": resources }))
+}
+
+/// Issue 25's scale, through the Lambda path: 2,000 parameters created, then 1,000 of them
+/// replaced (1,000 creates, then their predecessors deleted), then all destroyed. Each
+/// phase of more than 900 actions runs in parts, each an execution of its own; every
+/// execution's history (all pages, the parts' executions too) stays under 20,000 events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "on demand, about 30 minutes: cargo test -p stackflow-tests --test stepfunctions_lambda -- --ignored --exact two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget (STACKFLOW_SCALE_RESOURCES sets another size)"]
+async fn two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget() {
+    let rig = lambda_rig().await;
+    let n = scale();
+    let stack = unique_name("SfnScale");
+    let stream = StreamId::new("us-east-1", &stack);
+    let limit = Duration::from_secs(3 * 3600);
+    let mut most = 0;
+    for (step, renamed) in [("create", 0), ("replace", n / 2)] {
+        let t = parameters(&stack, n, renamed);
+        let (status, error, took) = rig.deploy_within(&input(&stack, t), limit).await;
+        assert_eq!(status, ExecutionStatus::Succeeded, "{step}: {error}");
+        let counted = histories(&rig.sfn, &rig.machines["deploy"]).await;
+        let largest = counted.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        eprintln!(
+            "scale {step} of {n} ({renamed} replaced): {:.0} s; {} executions so far, the largest history {largest} events: {counted:?}",
+            took.as_secs_f64(),
+            counted.len()
+        );
+        assert!(largest < 20_000, "{step}: {counted:?}");
+        most = most.max(largest);
+        let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+        assert_eq!(state.resources.len(), n, "{step}");
+        assert!(state.lock.is_none() && state.pending.is_empty(), "{step}");
+        let named = state
+            .resources
+            .values()
+            .filter(|r| r.physical_id.contains("/renamed/"))
+            .count();
+        assert_eq!(named, renamed, "{step}");
+    }
+    let (status, error, took) = rig
+        .run_within("destroy", json!({"stack": stack}), limit)
+        .await;
+    assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+    eprintln!(
+        "scale destroy of {n}: {:.0} s; the largest history of the deploys: {most}",
+        took.as_secs_f64()
+    );
+    let gone = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert!(gone.resources.is_empty() && gone.lock.is_none());
 }

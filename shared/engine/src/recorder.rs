@@ -22,13 +22,22 @@ pub struct Recorder<S> {
 impl<S: EventStore> Recorder<S> {
     /// Reads the stream and folds it.
     pub async fn load(store: Arc<S>, stream: StreamId) -> StoreResult<Recorder<S>> {
-        let state = stackflow_events::load_state(store.as_ref(), &stream).await?;
-        Ok(Recorder {
+        Ok(Recorder::load_counted(store, stream).await?.0)
+    }
+
+    /// [`Recorder::load`], and how many events it folded after the latest snapshot.
+    pub async fn load_counted(
+        store: Arc<S>,
+        stream: StreamId,
+    ) -> StoreResult<(Recorder<S>, usize)> {
+        let (state, tail) = stackflow_events::load_state_counted(store.as_ref(), &stream).await?;
+        let recorder = Recorder {
             store,
             stream,
             read: Mutex::new(state.clone()),
             state: Mutex::new(state),
-        })
+        };
+        Ok((recorder, tail))
     }
 
     /// Reads the stream again (after someone else appended).

@@ -45,6 +45,16 @@ use projection::StackState;
 /// The state of a stack: the latest snapshot (when one is stored and readable) plus the
 /// events after it, or a fold of the whole stream.
 pub async fn load_state<S: EventStore>(store: &S, stream: &StreamId) -> StoreResult<StackState> {
+    Ok(load_state_counted(store, stream).await?.0)
+}
+
+/// [`load_state`], and how many events it folded after the snapshot (the whole stream's
+/// when there is none): a reader that folded many may write a snapshot, so that the next
+/// one folds fewer.
+pub async fn load_state_counted<S: EventStore>(
+    store: &S,
+    stream: &StreamId,
+) -> StoreResult<(StackState, usize)> {
     let (mut state, after) = match store.latest_snapshot(stream).await? {
         Some((seq, body)) => match StackState::from_snapshot(&body) {
             Some(s) if s.seq == seq => (s, seq),
@@ -52,8 +62,9 @@ pub async fn load_state<S: EventStore>(store: &S, stream: &StreamId) -> StoreRes
         },
         None => (StackState::default(), 0),
     };
-    for e in store.read(stream, after).await? {
-        state.apply(&e);
+    let tail = store.read(stream, after).await?;
+    for e in &tail {
+        state.apply(e);
     }
-    Ok(state)
+    Ok((state, tail.len()))
 }

@@ -39,6 +39,10 @@ use crate::secrets::Sealed;
 use crate::stack::{DeployEnv, StackInput};
 use crate::step::{Step, StepKind};
 
+/// How many events a resume folds after the latest snapshot before it writes a snapshot
+/// of its own ([`Deployment::resume`]).
+pub const SNAPSHOT_TAIL: usize = 200;
+
 /// One deploy of one stack, from its plan to its end.
 pub struct Deployment<S> {
     /// The engine.
@@ -110,11 +114,25 @@ impl<S: EventStore + 'static> Deployment<S> {
     }
 
     /// Rebuilds a deploy planned elsewhere, with the stack's state as it is now.
+    ///
+    /// Each Step Functions task resumes the deploy this way. So that what it reads stays
+    /// the same however far the deploy has gone (not every event the deploy appended so
+    /// far: that would make a deploy's reads grow with the square of its actions), a
+    /// resume that folded [`SNAPSHOT_TAIL`] events or more after the latest snapshot
+    /// writes one of what it read; the next resumes fold only what came after it.
     pub async fn resume(
         engine: Arc<Engine<S>>,
         doc: PlanDocument,
     ) -> Result<Deployment<S>, EngineError> {
-        let recorder = Recorder::load(engine.store.clone(), engine.stream(&doc.input.name)).await?;
+        let (recorder, tail) =
+            Recorder::load_counted(engine.store.clone(), engine.stream(&doc.input.name)).await?;
+        if tail >= SNAPSHOT_TAIL {
+            let state = recorder.state().clone();
+            // Only later reads gain from it: a deploy goes on without it.
+            if let Err(e) = recorder.put_snapshot(state).await {
+                tracing::warn!(stack = doc.input.name, error = %e, "no snapshot written");
+            }
+        }
         let mut options = DeployOptions::new();
         options.no_rollback = doc.no_rollback;
         options.concurrency = doc.concurrency;

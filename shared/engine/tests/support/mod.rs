@@ -141,6 +141,8 @@ pub struct FaultStore {
     once: AtomicBool,
     /// Milliseconds each append takes (a store far away).
     delay_ms: AtomicU64,
+    /// Events returned by reads of a stream, so far.
+    events_read: AtomicU64,
 }
 
 impl FaultStore {
@@ -152,7 +154,13 @@ impl FaultStore {
             limit: AtomicU64::new(u64::MAX),
             once: AtomicBool::new(false),
             delay_ms: AtomicU64::new(0),
+            events_read: AtomicU64::new(0),
         }
+    }
+
+    /// How many events reads of a stream returned so far.
+    pub fn events_read(&self) -> u64 {
+        self.events_read.load(Ordering::SeqCst)
     }
 
     /// Each append from now on takes `ms` milliseconds before it is stored.
@@ -210,7 +218,10 @@ impl EventStore for FaultStore {
     }
 
     async fn read(&self, stream: &StreamId, after: u64) -> StoreResult<Vec<StoredEvent>> {
-        self.inner.read(stream, after).await
+        let read = self.inner.read(stream, after).await?;
+        self.events_read
+            .fetch_add(read.len() as u64, Ordering::SeqCst);
+        Ok(read)
     }
 
     async fn lock_holder(&self, stream: &StreamId) -> StoreResult<Option<Holder>> {
