@@ -65,11 +65,14 @@ async fn lambda_rig_with(zip: &[u8], architecture: Option<Architecture>) -> Lamb
             zip: zip.to_vec(),
             timeout: 900,
             architecture: architecture.clone(),
-            env: vec![
+            env: [
                 (TABLE.into(), table.clone()),
                 (BUCKET.into(), bucket.clone()),
                 (CFN_FALLBACK.into(), "false".into()),
-            ],
+            ]
+            .into_iter()
+            .chain(part_actions())
+            .collect(),
         };
         functions.insert(task.to_string(), create_function(&lambda, spec).await);
     }
@@ -621,6 +624,13 @@ async fn histories(sfn: &aws_sdk_sfn::Client, machine: &str) -> Vec<(String, usi
     out
 }
 
+/// The functions' `STACKFLOW_PART_ACTIONS` when this process has one (the scale test run
+/// at a smaller size with smaller parts).
+fn part_actions() -> Option<(String, String)> {
+    let name = stackflow_engine::sfn::history::PART_ACTIONS;
+    std::env::var(name).ok().map(|v| (name.to_string(), v))
+}
+
 /// How many resources the scale test deploys: `STACKFLOW_SCALE_RESOURCES`, else 2,000.
 fn scale() -> usize {
     std::env::var("STACKFLOW_SCALE_RESOURCES")
@@ -651,7 +661,7 @@ fn parameters(stack: &str, n: usize, renamed: usize) -> stackflow_core::template
 /// phase of more than 900 actions runs in parts, each an execution of its own; every
 /// execution's history (all pages, the parts' executions too) stays under 20,000 events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "on demand, about 30 minutes: cargo test -p stackflow-tests --test stepfunctions_lambda -- --ignored --exact two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget (STACKFLOW_SCALE_RESOURCES sets another size)"]
+#[ignore = "on demand, an hour and more on the emulator: cargo test -p stackflow-tests --test stepfunctions_lambda -- --ignored --exact two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget (STACKFLOW_SCALE_RESOURCES and STACKFLOW_PART_ACTIONS run it smaller)"]
 async fn two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget() {
     let rig = lambda_rig().await;
     let n = scale();

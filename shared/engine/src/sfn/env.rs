@@ -207,7 +207,7 @@ impl Settings {
             bucket: self.bucket.clone(),
             kms_key: self.kms_key.clone(),
             allowed_types: self.allowed_types.clone(),
-            history: Default::default(),
+            history: super::history::HistoryGuard::from_env(),
         })
     }
 }

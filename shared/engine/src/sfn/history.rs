@@ -120,7 +120,29 @@ impl Default for HistoryGuard {
     }
 }
 
+/// The variable that makes parts smaller than [`HistoryGuard::part_actions`]'s default
+/// (tests that run parts on small stacks); a larger number than the default is not taken.
+pub const PART_ACTIONS: &str = "STACKFLOW_PART_ACTIONS";
+
 impl HistoryGuard {
+    /// The default guard, with parts of the actions `value` (the [`PART_ACTIONS`]
+    /// variable's text) names, when it is a number from 1 to the default.
+    pub fn with_part_actions(value: Option<&str>) -> HistoryGuard {
+        let guard = HistoryGuard::default();
+        match value.and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(n) if (1..=guard.part_actions).contains(&n) => HistoryGuard {
+                part_actions: n,
+                ..guard
+            },
+            _ => guard,
+        }
+    }
+
+    /// The guard of a Lambda task: the one place that reads [`PART_ACTIONS`].
+    pub fn from_env() -> HistoryGuard {
+        HistoryGuard::with_part_actions(std::env::var(PART_ACTIONS).ok().as_deref())
+    }
+
     /// Whether the gate of iteration `index` reads the history.
     pub fn checks(self, index: u64) -> bool {
         index.is_multiple_of(self.check_every.max(1))
@@ -199,6 +221,22 @@ mod tests {
             + 2 * COST.task
             + COST.map;
         assert!(after < guard.headroom(), "{after} of {}", guard.headroom());
+    }
+
+    #[test]
+    fn parts_are_made_smaller_never_larger() {
+        assert_eq!(
+            HistoryGuard::with_part_actions(None),
+            HistoryGuard::default()
+        );
+        assert_eq!(
+            HistoryGuard::with_part_actions(Some(" 250 ")).part_actions,
+            250
+        );
+        for other in ["0", "901", "many", ""] {
+            let guard = HistoryGuard::with_part_actions(Some(other));
+            assert_eq!(guard.part_actions, 900, "{other}");
+        }
     }
 
     #[test]
