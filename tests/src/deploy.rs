@@ -166,3 +166,28 @@ pub fn deployed_scenario(state: &stackflow_events::projection::StackState) -> St
         .expect("the QueueUrl output")
         .to_string()
 }
+
+/// The queues AWS lists under the stack's name (`prefix`) and the queues `state` records,
+/// each sorted: equal when nothing was made twice and no predecessor was left.
+pub async fn listed_and_recorded_queues(
+    sqs: &aws_sdk_sqs::Client,
+    prefix: &str,
+    state: &stackflow_events::projection::StackState,
+) -> (Vec<String>, Vec<String>) {
+    let listed = sqs
+        .list_queues()
+        .queue_name_prefix(prefix)
+        .send()
+        .await
+        .expect("ListQueues");
+    let mut urls = listed.queue_urls().to_vec();
+    urls.sort();
+    let mut recorded: Vec<String> = state
+        .resources
+        .values()
+        .filter(|r| r.resource_type == "AWS::SQS::Queue")
+        .map(|r| r.physical_id.clone())
+        .collect();
+    recorded.sort();
+    (urls, recorded)
+}

@@ -1,27 +1,31 @@
-//! The cost of a deploy through the installed engine (issue 16; README, "Install the
-//! engine in an account"), measured on the emulator for the corpus's wide-200 and
-//! deep-chain-50 stacks, each deployed with `--remote` by an engine that
-//! `stackflow engine deploy` installed:
+//! The cost of a deploy through the installed engine (issues 16 and 25; README, "Install
+//! the engine in an account"), measured on the emulator: an engine that
+//! `stackflow engine deploy` installed deploys, with `--remote`, the corpus's wide-200 and
+//! deep-chain-50 stacks, and stacks of 50, 500 and 2,000 independent queues
+//! (`STACKFLOW_COST_SIZES` names others), and for each deploy this counts, over every
+//! execution it ran (its own and its parts'):
 //!
-//! - state transitions: the execution history's `...StateEntered` events, each state
-//!   entered (what Step Functions Standard bills, Map iterations' states included);
+//! - billed state transitions: each state entered (`...StateEntered`, Map iterations'
+//!   states included) and each retry (a task scheduled again: a gate's re-check, a
+//!   `Stackflow.Again`, a transient error), as Step Functions Standard bills them;
 //! - Lambda requests and GB-seconds: every invocation of one of the engine's functions
 //!   during the deploy, as the container stand-in reports it (its `REPORT ... Duration`
-//!   line, the time from the invocation's arrival to its answer), times the function's
-//!   memory size (infra/engine.yaml, as `GetFunctionConfiguration` answers it);
+//!   line), times the function's memory size (`GetFunctionConfiguration`);
+//! - DynamoDB, S3 and Step Functions requests: the emulator's log of the requests it
+//!   handled during the deploy (the CLI's own included: a few);
 //! - priced at the public us-east-1 rates (Step Functions Standard $0.025 per 1,000
 //!   transitions; Lambda arm64 $0.0000133334 per GB-second, $0.20 per million
 //!   requests).
 //!
-//! Durations here are the emulator's and this machine's, not AWS's: the function runs
-//! as a local process for an x86_64 build, and every AWS call it makes goes to the
-//! emulator. A measurement, not a check:
+//! For the queue stacks it prints each figure per action and asserts that it grows
+//! linearly: the same per action, within 20%, at every size. Durations are the emulator's
+//! and this machine's, not AWS's. A measurement, on demand:
 //!
 //! ```text
 //! cargo test -p stackflow-tests --test engine_cost -- --ignored --nocapture
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use stackflow_tests::Emulator;
@@ -94,11 +98,17 @@ fn invocations_so_far(emu: &Emulator, engine: &str) -> Invocations {
 }
 
 struct Measured {
+    /// Billed transitions: states entered and retries.
     transitions: usize,
-    tasks: usize,
+    /// Of which retries.
+    retries: usize,
+    /// The executions the deploy ran (its own and its parts').
+    executions: usize,
     requests: usize,
     gb_seconds: f64,
     by_function: BTreeMap<String, (usize, f64)>,
+    /// Requests the emulator handled during the deploy, by service.
+    by_service: BTreeMap<String, usize>,
 }
 
 impl Measured {
@@ -111,6 +121,73 @@ impl Measured {
     }
 }
 
+/// The requests the emulator's log (from byte `from` on) says it handled, by service.
+fn handled(log: &Path, from: u64) -> BTreeMap<String, usize> {
+    let text = std::fs::read(log).unwrap_or_default();
+    let new = text.get(from as usize..).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for line in String::from_utf8_lossy(new).lines() {
+        let plain = strip_ansi(line);
+        if !plain.contains("handling request") {
+            continue;
+        }
+        if let Some(service) = plain
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("service="))
+        {
+            *out.entry(service.to_string()).or_default() += 1;
+        }
+    }
+    out
+}
+
+/// `line` without its terminal colour codes (`ESC [ ... m`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The billed transitions of execution `arn` (every page of its history): states entered,
+/// and retries (a task scheduled again after its state was entered); and the retries.
+async fn billed(sfn: &aws_sdk_sfn::Client, arn: &str) -> (usize, usize) {
+    let (mut entered, mut scheduled, mut tasks) = (0, 0, 0);
+    let mut token = None;
+    loop {
+        let page = sfn
+            .get_execution_history()
+            .execution_arn(arn)
+            .max_results(1000)
+            .set_next_token(token)
+            .send()
+            .await
+            .unwrap();
+        for e in page.events() {
+            let kind = e.r#type().as_str();
+            entered += usize::from(kind.ends_with("StateEntered"));
+            tasks += usize::from(kind == "TaskStateEntered");
+            scheduled += usize::from(kind == "LambdaFunctionScheduled" || kind == "TaskScheduled");
+        }
+        token = page.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    let retries = scheduled.saturating_sub(tasks);
+    (entered + retries, retries)
+}
+
 /// Deploys `template` through the engine and measures the deploy.
 async fn measure(
     emu: &Emulator,
@@ -120,6 +197,10 @@ async fn measure(
     template: &Path,
 ) -> Measured {
     let machine = engine.machine("deploy");
+    let log = emu
+        .log_path()
+        .expect("a managed emulator (its log is read)");
+    let from = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
     let before_runs = executions(sfn, &machine).await;
     let before = invocations_so_far(emu, &engine.name);
     engine.deploy_remote(template);
@@ -128,37 +209,27 @@ async fn measure(
         .keys()
         .filter(|n| !before_runs.contains_key(*n))
         .collect();
-    assert_eq!(new.len(), 1, "{runs:?}");
-    let name = new[0].clone();
+    let is_part = |n: &str| {
+        n.rsplit_once('-').is_some_and(|(_, t)| {
+            t.len() > 1 && t.starts_with(['p', 'c']) && t[1..].bytes().all(|b| b.is_ascii_digit())
+        })
+    };
+    let deploys: Vec<&&String> = new.iter().filter(|n| !is_part(n)).collect();
+    assert_eq!(deploys.len(), 1, "{runs:?}");
     let wait = std::time::Duration::from_secs(60);
-    assert_eq!(ended(sfn, &machine, &name, wait).await, "SUCCEEDED");
+    assert_eq!(ended(sfn, &machine, deploys[0], wait).await, "SUCCEEDED");
     let after = invocations_so_far(emu, &engine.name);
+    let by_service = handled(log, from);
 
-    let arn = format!(
-        "{}:{name}",
-        machine.replace(":stateMachine:", ":execution:")
-    );
-    let mut transitions = 0;
-    let mut tasks = 0;
-    let mut token = None;
-    loop {
-        let page = sfn
-            .get_execution_history()
-            .execution_arn(&arn)
-            .max_results(1000)
-            .set_next_token(token)
-            .send()
-            .await
-            .unwrap();
-        for e in page.events() {
-            let kind = e.r#type().as_str();
-            transitions += usize::from(kind.ends_with("StateEntered"));
-            tasks += usize::from(kind == "TaskStarted");
-        }
-        token = page.next_token().map(str::to_string);
-        if token.is_none() {
-            break;
-        }
+    let (mut transitions, mut retries) = (0, 0);
+    for name in &new {
+        let arn = format!(
+            "{}:{name}",
+            machine.replace(":stateMachine:", ":execution:")
+        );
+        let (t, r) = billed(sfn, &arn).await;
+        transitions += t;
+        retries += r;
     }
     let mut by_function: BTreeMap<String, (usize, f64)> = BTreeMap::new();
     let mut gb_seconds = 0.0;
@@ -175,10 +246,72 @@ async fn measure(
     let requests = by_function.values().map(|(n, _)| n).sum();
     Measured {
         transitions,
-        tasks,
+        retries,
+        executions: new.len(),
         requests,
         gb_seconds,
         by_function,
+        by_service,
+    }
+}
+
+/// A template of `n` independent queues, written under `dir` (the stack is named after
+/// the file).
+fn queues(dir: &Path, n: usize) -> PathBuf {
+    let resources: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            (
+                format!("Q{i}"),
+                serde_json::json!({"Type": "AWS::SQS::Queue"}),
+            )
+        })
+        .collect();
+    let path = dir.join(format!("CostQueues{n}.json"));
+    let body = serde_json::json!({ "Resources": resources });
+    std::fs::write(&path, serde_json::to_vec(&body).unwrap()).unwrap();
+    path
+}
+
+/// The sizes of the queue stacks: `STACKFLOW_COST_SIZES` (comma-separated), else 50, 500
+/// and 2,000.
+fn sizes() -> Vec<usize> {
+    std::env::var("STACKFLOW_COST_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![50, 500, 2_000])
+}
+
+/// The figures of `m` per action of a deploy of `n`: transitions, Lambda requests,
+/// DynamoDB requests, S3 requests.
+fn per_action(m: &Measured, n: usize) -> [f64; 4] {
+    let service = |s: &str| m.by_service.get(s).copied().unwrap_or(0) as f64;
+    let n = n as f64;
+    [
+        m.transitions as f64 / n,
+        m.requests as f64 / n,
+        service("dynamodb") / n,
+        service("s3") / n,
+    ]
+}
+
+/// Prints what `m` measured of the deploy `case`.
+fn report(case: &str, m: &Measured) {
+    let (sfn_usd, gbs_usd, req_usd) = m.usd();
+    println!(
+        "{case}: {} executions; {} billed state transitions, {} of them retries \
+         (${sfn_usd:.5}); {} Lambda requests (${req_usd:.6}), {:.2} GB-s (${gbs_usd:.5}); \
+         ${:.4} a deploy; requests by service {:?}",
+        m.executions,
+        m.transitions,
+        m.retries,
+        m.requests,
+        m.gb_seconds,
+        sfn_usd + gbs_usd + req_usd,
+        m.by_service,
+    );
+    for (f, (n, gbs)) in &m.by_function {
+        println!("    {f}: {n} invocations, {gbs:.3} GB-s");
     }
 }
 
@@ -224,24 +357,36 @@ async fn cost_of_a_deploy_through_the_installed_engine() {
         ("deep-chain-50", corpus("deep-chain-50", "DeepChain50Stack")),
     ];
     for (case, template) in cases {
-        let started = std::time::Instant::now();
-        let m = measure(emu, &engine, &sfn, &memory, &template).await;
-        let (sfn_usd, gbs_usd, req_usd) = m.usd();
+        report(case, &measure(emu, &engine, &sfn, &memory, &template).await);
+    }
+    let dir = std::env::temp_dir().join(stackflow_tests::unique_name("cost"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rows = Vec::new();
+    for n in sizes() {
+        let m = measure(emu, &engine, &sfn, &memory, &queues(&dir, n)).await;
+        report(&format!("{n} queues"), &m);
+        let per = per_action(&m, n);
         println!(
-            "{case}: deploy {:.1} s; {} state transitions (${sfn_usd:.5}); {} Lambda requests \
-             (${req_usd:.6}; {} tasks in the history), {:.2} GB-s (${gbs_usd:.5}); \
-             ${:.4} a deploy",
-            started.elapsed().as_secs_f64(),
-            m.transitions,
-            m.requests,
-            m.tasks,
-            m.gb_seconds,
-            sfn_usd + gbs_usd + req_usd,
+            "    per action: {:.2} transitions, {:.2} Lambda requests, {:.2} DynamoDB requests, \
+             {:.2} S3 requests",
+            per[0], per[1], per[2], per[3]
         );
-        let functions: BTreeSet<&String> = m.by_function.keys().collect();
-        for f in functions {
-            let (n, gbs) = m.by_function[f];
-            println!("    {f}: {n} invocations, {gbs:.3} GB-s");
+        rows.push((n, per));
+    }
+    // Linear: each figure per action the same at every size, within 20% (the fixed part
+    // of a deploy, Plan, Conclude and Finish, is spread over its actions: the smallest
+    // size may cost more per action, never less by more than that).
+    let largest = rows.last().map(|r| r.1).unwrap_or_default();
+    for (n, per) in &rows[1..] {
+        for (k, what) in ["transitions", "Lambda requests", "DynamoDB", "S3"]
+            .iter()
+            .enumerate()
+        {
+            let (a, b) = (per[k], largest[k]);
+            assert!(
+                (a - b).abs() <= 0.2 * b.max(a),
+                "{what} per action at {n}: {a:.2}, at the largest size {b:.2}: {rows:?}"
+            );
         }
     }
     engine.destroy(&["--delete-table"]);

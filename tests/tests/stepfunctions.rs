@@ -299,22 +299,8 @@ async fn a_killed_worker_is_replaced_and_nothing_is_made_twice() {
     assert_eq!(state.resources.len(), 24);
     assert!(state.pending.is_empty(), "{:?}", state.pending);
     // Exactly the recorded queues exist: none made twice.
-    let listed = rig
-        .sqs
-        .list_queues()
-        .queue_name_prefix(&stack)
-        .send()
-        .await
-        .unwrap();
-    let mut urls: Vec<String> = listed.queue_urls().to_vec();
-    urls.sort();
-    let mut recorded: Vec<String> = state
-        .resources
-        .values()
-        .filter(|r| r.resource_type == "AWS::SQS::Queue")
-        .map(|r| r.physical_id.clone())
-        .collect();
-    recorded.sort();
+    let (urls, recorded) =
+        stackflow_tests::deploy::listed_and_recorded_queues(&rig.sqs, &stack, &state).await;
     assert_eq!(urls, recorded);
 }
 

@@ -436,22 +436,8 @@ async fn a_deploy_larger_than_one_execution_runs_in_parts() {
     let (parts, _) = parts_run(&rig, &second).await;
     assert_eq!(parts, ["c0", "c1", "p0", "p1", "p2"]);
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
-    let mut recorded: Vec<String> = state
-        .resources
-        .values()
-        .filter(|r| r.resource_type == "AWS::SQS::Queue")
-        .map(|r| r.physical_id.clone())
-        .collect();
-    recorded.sort();
-    let listed = rig
-        .sqs
-        .list_queues()
-        .queue_name_prefix(&stack)
-        .send()
-        .await
-        .unwrap();
-    let mut urls = listed.queue_urls().to_vec();
-    urls.sort();
+    let (urls, recorded) =
+        stackflow_tests::deploy::listed_and_recorded_queues(&rig.sqs, &stack, &state).await;
     assert_eq!(urls, recorded, "the predecessors are gone");
     assert_eq!(
         recorded.iter().filter(|u| u.contains("-renamed-")).count(),

@@ -569,22 +569,8 @@ async fn a_deploy_through_every_transient_lambda_fault_makes_nothing_twice() {
         .collect();
     created.sort();
     assert_eq!(created, ["A", "B", "C", "D", "E", "F"], "one create each");
-    let listed = rig
-        .sqs
-        .list_queues()
-        .queue_name_prefix(&stack)
-        .send()
-        .await
-        .unwrap();
-    let mut urls = listed.queue_urls().to_vec();
-    urls.sort();
-    let mut recorded: Vec<String> = state
-        .resources
-        .values()
-        .filter(|r| r.resource_type == "AWS::SQS::Queue")
-        .map(|r| r.physical_id.clone())
-        .collect();
-    recorded.sort();
+    let (urls, recorded) =
+        stackflow_tests::deploy::listed_and_recorded_queues(&rig.sqs, &stack, &state).await;
     assert_eq!(urls, recorded, "exactly the recorded queues exist");
 }
 
