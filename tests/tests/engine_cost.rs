@@ -104,6 +104,8 @@ struct Measured {
     retries: usize,
     /// The executions the deploy ran (its own and its parts').
     executions: usize,
+    /// The most events one of them has in its history.
+    largest_history: usize,
     requests: usize,
     gb_seconds: f64,
     by_function: BTreeMap<String, (usize, f64)>,
@@ -160,9 +162,10 @@ fn strip_ansi(line: &str) -> String {
 }
 
 /// The billed transitions of execution `arn` (every page of its history): states entered,
-/// and retries (a task scheduled again after its state was entered); and the retries.
-async fn billed(sfn: &aws_sdk_sfn::Client, arn: &str) -> (usize, usize) {
-    let (mut entered, mut scheduled, mut tasks) = (0, 0, 0);
+/// and retries (a task scheduled again after its state was entered); the retries; and how
+/// many events its history has.
+async fn billed(sfn: &aws_sdk_sfn::Client, arn: &str) -> (usize, usize, usize) {
+    let (mut entered, mut scheduled, mut tasks, mut events) = (0, 0, 0, 0);
     let mut token = None;
     loop {
         let page = sfn
@@ -173,6 +176,7 @@ async fn billed(sfn: &aws_sdk_sfn::Client, arn: &str) -> (usize, usize) {
             .send()
             .await
             .unwrap();
+        events += page.events().len();
         for e in page.events() {
             let kind = e.r#type().as_str();
             entered += usize::from(kind.ends_with("StateEntered"));
@@ -185,7 +189,7 @@ async fn billed(sfn: &aws_sdk_sfn::Client, arn: &str) -> (usize, usize) {
         }
     }
     let retries = scheduled.saturating_sub(tasks);
-    (entered + retries, retries)
+    (entered + retries, retries, events)
 }
 
 /// Deploys `template` through the engine and measures the deploy.
@@ -203,33 +207,40 @@ async fn measure(
     let from = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
     let before_runs = executions(sfn, &machine).await;
     let before = invocations_so_far(emu, &engine.name);
-    engine.deploy_remote(template);
-    let runs = executions(sfn, &machine).await;
-    let new: Vec<&String> = runs
-        .keys()
-        .filter(|n| !before_runs.contains_key(*n))
-        .collect();
+    // Not followed by the CLI (whose runs the harness stops at 4 minutes): a deploy of
+    // 2,000 takes longer; its end is waited for below.
+    let run = engine.run_remote(template, &["--no-follow"]);
+    assert_eq!(run.code, Some(0), "{}", run.describe());
     let is_part = |n: &str| {
         n.rsplit_once('-').is_some_and(|(_, t)| {
             t.len() > 1 && t.starts_with(['p', 'c']) && t[1..].bytes().all(|b| b.is_ascii_digit())
         })
     };
-    let deploys: Vec<&&String> = new.iter().filter(|n| !is_part(n)).collect();
-    assert_eq!(deploys.len(), 1, "{runs:?}");
-    let wait = std::time::Duration::from_secs(60);
+    let fresh_runs = |runs: BTreeMap<String, String>| -> Vec<String> {
+        runs.into_keys()
+            .filter(|n| !before_runs.contains_key(n))
+            .collect()
+    };
+    let started = fresh_runs(executions(sfn, &machine).await);
+    let deploys: Vec<&String> = started.iter().filter(|n| !is_part(n)).collect();
+    assert_eq!(deploys.len(), 1, "{started:?}");
+    let wait = std::time::Duration::from_secs(3 * 3600);
     assert_eq!(ended(sfn, &machine, deploys[0], wait).await, "SUCCEEDED");
+    // The deploy's executions: its own and its parts', started as it went.
+    let new = fresh_runs(executions(sfn, &machine).await);
     let after = invocations_so_far(emu, &engine.name);
     let by_service = handled(log, from);
 
-    let (mut transitions, mut retries) = (0, 0);
+    let (mut transitions, mut retries, mut largest_history) = (0, 0, 0);
     for name in &new {
         let arn = format!(
             "{}:{name}",
             machine.replace(":stateMachine:", ":execution:")
         );
-        let (t, r) = billed(sfn, &arn).await;
+        let (t, r, events) = billed(sfn, &arn).await;
         transitions += t;
         retries += r;
+        largest_history = largest_history.max(events);
     }
     let mut by_function: BTreeMap<String, (usize, f64)> = BTreeMap::new();
     let mut gb_seconds = 0.0;
@@ -248,6 +259,7 @@ async fn measure(
         transitions,
         retries,
         executions: new.len(),
+        largest_history,
         requests,
         gb_seconds,
         by_function,
@@ -299,10 +311,11 @@ fn per_action(m: &Measured, n: usize) -> [f64; 4] {
 fn report(case: &str, m: &Measured) {
     let (sfn_usd, gbs_usd, req_usd) = m.usd();
     println!(
-        "{case}: {} executions; {} billed state transitions, {} of them retries \
+        "{case}: {} executions (the largest history {} events); {} billed state transitions, {} of them retries \
          (${sfn_usd:.5}); {} Lambda requests (${req_usd:.6}), {:.2} GB-s (${gbs_usd:.5}); \
          ${:.4} a deploy; requests by service {:?}",
         m.executions,
+        m.largest_history,
         m.transitions,
         m.retries,
         m.requests,
