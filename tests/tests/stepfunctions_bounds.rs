@@ -418,7 +418,7 @@ async fn a_deploy_larger_than_one_execution_runs_in_parts() {
     let (status, error) = run(queues(false, false), &first).await;
     assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
     let (parts, most) = parts_run(&rig, &first).await;
-    assert_eq!(parts, ["p0", "p1", "p2"]);
+    assert_eq!(parts, ["p0", "p3", "p6"], "named by their first actions");
     assert_eq!(most, 3, "a part's execution runs only its own items");
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
     assert_eq!(state.resources.len(), 9);
@@ -434,7 +434,7 @@ async fn a_deploy_larger_than_one_execution_runs_in_parts() {
     let (status, error) = run(queues(true, false), &second).await;
     assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
     let (parts, _) = parts_run(&rig, &second).await;
-    assert_eq!(parts, ["c0", "c1", "p0", "p1", "p2"]);
+    assert_eq!(parts, ["c0", "c3", "p0", "p3", "p6"]);
     let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
     let (urls, recorded) =
         stackflow_tests::deploy::listed_and_recorded_queues(&rig.sqs, &stack, &state).await;

@@ -57,18 +57,18 @@ pub fn part_bounds(ids: &[String], most: usize) -> Vec<(usize, usize)> {
     bounds
 }
 
-/// The parts of a phase of `ids` that runs in parts (`0..n`), or none when one execution
-/// holds it.
+/// The parts of a phase of `ids` that runs in parts, each the index of its first action
+/// (a part ends where the next begins), or none when one execution holds it.
 pub fn parts_of(ids: &[String], most: u64) -> Vec<u32> {
     let bounds = part_bounds(ids, usize::try_from(most).unwrap_or(usize::MAX));
     if bounds.len() <= 1 {
         return Vec::new();
     }
-    (0..bounds.len() as u32).collect()
+    bounds.iter().map(|&(start, _)| start as u32).collect()
 }
 
-/// The name of part `part`'s execution: the deploy's id, the phase's letter and the part's
-/// number, within Step Functions' 80 characters (a long deploy id is cut and a digest of
+/// The name of the execution of the part that begins at action `part`: the deploy's id,
+/// the phase's letter and that index, within Step Functions' 80 characters (a long deploy id is cut and a digest of
 /// it added, so that two ids cut alike still differ).
 pub fn part_name(deploy_id: &str, phase: Phase, part: u32) -> String {
     let letter = match phase {
@@ -96,61 +96,94 @@ fn execution_arn(machine: &str, name: &str) -> String {
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
-    /// **Part**: runs the first of `req.parts` as an execution of the deploy's state
-    /// machine, waits for its end, and answers the parts left (none once the phase has
-    /// stopped: the parts after a failure do not begin). Module documentation.
+    /// **Part**: runs the part that begins at the first of `req.parts` as an execution of
+    /// the deploy's state machine, waits for its end, and answers the parts left. A part is
+    /// named by the index of its first action in the stored graph, so its bounds are the
+    /// ones Plan or Conclude computed: it ends where the next part begins (the last at the
+    /// graph's end). Once the phase has stopped (its marker), no further part begins and
+    /// the answer is none; a part already started is waited for first, since its actions
+    /// may still be running. Module documentation.
     pub async fn part(&self, req: PartRequest) -> Result<Vec<u32>, TaskError> {
-        let Some((&part, left)) = req.parts.split_first() else {
+        let Some((&start, left)) = req.parts.split_first() else {
             return Ok(Vec::new());
         };
         let p = prefix(&req.stack, &req.deploy_id);
-        let stopped = match req.phase {
+        let marker = match req.phase {
             Phase::Provision => "failed",
             Phase::Cleanup => "partial",
         };
-        if self.exists(&format!("{p}{stopped}")).await? {
+        let name = part_name(&req.deploy_id, req.phase, start);
+        let arn = execution_arn(&req.machine, &name);
+        let stopped = self.exists(&format!("{p}{marker}")).await?;
+        if stopped && !self.part_started(&arn).await? {
             return Ok(Vec::new());
         }
-        let graph = self.graph(&req.stack, &req.deploy_id, req.phase).await?;
-        let ids: Vec<String> = graph.into_iter().map(|t| t.id).collect();
-        let bounds = part_bounds(&ids, self.history.part_actions as usize);
-        let Some(&(start, end)) = bounds.get(part as usize) else {
-            return Err(TaskError::new(
-                ErrorKind::Input,
-                format!(
-                    "the {} phase of deploy {} has {} parts, not a part {part}",
-                    req.phase.as_str(),
-                    req.deploy_id,
-                    bounds.len(),
-                ),
-            ));
-        };
-        let name = part_name(&req.deploy_id, req.phase, part);
-        let input = PartInput {
-            stack: req.stack.clone(),
-            deploy_id: req.deploy_id.clone(),
-            phase: req.phase,
-            part,
-            items: ids[start..end].to_vec(),
-            concurrency: req.concurrency,
-        };
-        self.start_part(&req.machine, &name, &input).await?;
-        let arn = execution_arn(&req.machine, &name);
+        if !stopped {
+            let graph = self.graph(&req.stack, &req.deploy_id, req.phase).await?;
+            let ids: Vec<String> = graph.into_iter().map(|t| t.id).collect();
+            let end = left.first().map_or(ids.len(), |&e| e as usize);
+            let Some(items) = ids.get(start as usize..end) else {
+                return Err(TaskError::new(
+                    ErrorKind::Input,
+                    format!(
+                        "the {} phase of deploy {} has {} actions: no part from {start} to {end}",
+                        req.phase.as_str(),
+                        req.deploy_id,
+                        ids.len(),
+                    ),
+                ));
+            };
+            let input = PartInput {
+                stack: req.stack.clone(),
+                deploy_id: req.deploy_id.clone(),
+                phase: req.phase,
+                part: start,
+                items: items.to_vec(),
+                concurrency: req.concurrency,
+            };
+            self.start_part(&req.machine, &name, &input).await?;
+        }
         let deadline = task_deadline();
         let Some(ended) = within(deadline, self.part_ended(&arn)).await else {
-            return Err(TaskError::again(&format!("part {part} ({arn})"), deadline));
+            return Err(TaskError::again(&format!("part {start} ({arn})"), deadline));
         };
         ended?;
         tracing::info!(
             stack = req.stack,
             deploy = req.deploy_id,
             phase = req.phase.as_str(),
-            part,
-            actions = end - start,
+            part = start,
             execution = arn,
+            stopped,
             "part done"
         );
-        Ok(left.to_vec())
+        Ok(if stopped { Vec::new() } else { left.to_vec() })
+    }
+
+    /// Whether the part's execution `arn` was started (by an earlier try of this task).
+    async fn part_started(&self, arn: &str) -> Result<bool, TaskError> {
+        match self
+            .sfn
+            .describe_execution()
+            .execution_arn(arn)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(TaskError::new(
+                ErrorKind::Aws,
+                format!(
+                    "DescribeExecution {arn}: {}",
+                    stackflow_providers::error::error_chain(&e)
+                ),
+            )),
+        }
     }
 
     /// Starts the part's execution; one of that name is this task's own, started by an
@@ -253,8 +286,8 @@ mod tests {
     #[test]
     fn a_phase_one_execution_holds_has_no_parts() {
         assert!(parts_of(&ids(900, 8), 900).is_empty());
-        assert_eq!(parts_of(&ids(901, 8), 900), vec![0, 1]);
-        assert_eq!(parts_of(&ids(2_000, 8), 900), vec![0, 1, 2]);
+        assert_eq!(parts_of(&ids(901, 8), 900), vec![0, 900]);
+        assert_eq!(parts_of(&ids(2_000, 8), 900), vec![0, 900, 1_800]);
     }
 
     #[test]

@@ -105,8 +105,9 @@ pub struct DeployRef {
     pub concurrency: usize,
     /// When the phase has more actions than one execution runs
     /// ([`HistoryGuard::part_actions`](super::history::HistoryGuard::part_actions)): its
-    /// parts, `0..n`, each run in an execution of its own by the `Part` task, one after
-    /// the other (`items` is then empty: the parts read theirs from the stored graph).
+    /// parts, each the index of its first action in the stored graph (a part ends where the
+    /// next begins), each run in an execution of its own by the `Part` task, one after the
+    /// other (`items` is then empty: the parts read theirs from the stored graph).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u32>,
 }
@@ -122,7 +123,7 @@ pub struct PartRequest {
     pub deploy_id: String,
     /// The phase.
     pub phase: Phase,
-    /// The parts left, in order.
+    /// The parts left, in order, each the index of its first action in the stored graph.
     pub parts: Vec<u32>,
     /// The state machine the deploy runs on (`$$.StateMachine.Id`): the part runs on it.
     pub machine: String,
@@ -141,7 +142,7 @@ pub struct PartInput {
     pub deploy_id: String,
     /// The phase.
     pub phase: Phase,
-    /// Which part.
+    /// Which part: the index of its first action.
     pub part: u32,
     /// Its actions' ids, in the order they may start.
     pub items: Vec<String>,

@@ -124,6 +124,9 @@ impl<S: EventStore + 'static> Tasks<S> {
             prefix(&req.stack, &deploy_id_of(&req))
         );
         if let Some(body) = self.get(&answer_key).await? {
+            // The first run may have stored its answer and failed to delete the input,
+            // which holds the NoEcho values.
+            self.delete(&req.input_key).await?;
             return PlanAnswer::read(&body, &answer_key);
         }
         let key = req.input_key.clone();
