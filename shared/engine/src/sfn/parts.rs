@@ -162,6 +162,17 @@ impl<S: EventStore + 'static> Tasks<S> {
 
     /// Whether the part's execution `arn` was started (by an earlier try of this task).
     async fn part_started(&self, arn: &str) -> Result<bool, TaskError> {
+        Ok(self.described(arn).await?.is_some())
+    }
+
+    /// Execution `arn` as `DescribeExecution` answers it; `None` when there is none.
+    async fn described(
+        &self,
+        arn: &str,
+    ) -> Result<
+        Option<aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput>,
+        TaskError,
+    > {
         match self
             .sfn
             .describe_execution()
@@ -169,12 +180,12 @@ impl<S: EventStore + 'static> Tasks<S> {
             .send()
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(d) => Ok(Some(d)),
             Err(e)
                 if e.as_service_error()
                     .is_some_and(|s| s.is_execution_does_not_exist()) =>
             {
-                Ok(false)
+                Ok(None)
             }
             Err(e) => Err(TaskError::new(
                 ErrorKind::Aws,
@@ -224,21 +235,12 @@ impl<S: EventStore + 'static> Tasks<S> {
     /// Waits until execution `arn` ends: `Ok` when it succeeded.
     async fn part_ended(&self, arn: &str) -> Result<(), TaskError> {
         loop {
-            let d = self
-                .sfn
-                .describe_execution()
-                .execution_arn(arn)
-                .send()
-                .await
-                .map_err(|e| {
-                    TaskError::new(
-                        ErrorKind::Aws,
-                        format!(
-                            "DescribeExecution {arn}: {}",
-                            stackflow_providers::error::error_chain(&e)
-                        ),
-                    )
-                })?;
+            let Some(d) = self.described(arn).await? else {
+                return Err(TaskError::new(
+                    ErrorKind::Aws,
+                    format!("DescribeExecution {arn}: the execution does not exist"),
+                ));
+            };
             match &d.status {
                 ExecutionStatus::Running | ExecutionStatus::PendingRedrive => {
                     tokio::time::sleep(POLL).await
