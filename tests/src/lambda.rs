@@ -179,6 +179,11 @@ fn build_engine_bootstrap() -> PathBuf {
 /// reads the object and sends the request with the bytes as `Code.ZipFile`, as Lambda
 /// itself copies the object at create time; every other request passes unchanged (one
 /// upstream connection each).
+///
+/// The object is read once for all the functions made from it (by its ETag), and a read
+/// that fails is tried again. When it cannot be read at all, the request is not sent: the
+/// client's connection is closed, and its SDK sends the request again. (Sent as it was, it
+/// would make a function without code, which fails only when it is invoked.)
 #[derive(Debug)]
 pub struct InlineS3Code {
     addr: std::net::SocketAddr,
@@ -191,18 +196,42 @@ impl Drop for InlineS3Code {
     }
 }
 
+/// The code objects read, by bucket, key and ETag.
+type CodeObjects = std::sync::Arc<
+    tokio::sync::Mutex<
+        std::collections::HashMap<(String, String, String), std::sync::Arc<Vec<u8>>>,
+    >,
+>;
+
 impl InlineS3Code {
     /// Listens on `127.0.0.1:0` in front of `emulator`.
     pub async fn start(emulator: &crate::Emulator) -> InlineS3Code {
         let upstream = crate::http1::upstream_addr(emulator.endpoint())
             .await
             .expect("the emulator's address");
-        let s3 = emulator.s3().await;
+        // Tens of megabytes from an emulator that may be busy: no operation timeout of two
+        // minutes for these reads.
+        let config = aws_sdk_s3::config::Builder::from(&emulator.sdk_config().await)
+            .force_path_style(true)
+            .timeout_config(
+                aws_smithy_types::timeout::TimeoutConfig::builder()
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .operation_timeout(std::time::Duration::from_secs(900))
+                    .build(),
+            )
+            .build();
+        let s3 = aws_sdk_s3::Client::from_conf(config);
+        let objects = CodeObjects::default();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(inline_connection(client, upstream, s3.clone()));
+                tokio::spawn(inline_connection(
+                    client,
+                    upstream,
+                    s3.clone(),
+                    objects.clone(),
+                ));
             }
         });
         InlineS3Code { addr, task }
@@ -218,12 +247,21 @@ async fn inline_connection(
     mut client: tokio::net::TcpStream,
     upstream: std::net::SocketAddr,
     s3: aws_sdk_s3::Client,
+    objects: CodeObjects,
 ) {
     use tokio::io::AsyncWriteExt;
     let mut buf = Vec::new();
     while let Ok(Some((request, head))) = crate::http1::read_request(&mut client, &mut buf).await {
         let request = if head.method == "POST" && head.path == "/2015-03-31/functions" {
-            inline_code(request, &s3).await
+            match inline_code(request, &s3, &objects).await {
+                Ok(request) => request,
+                Err(why) => {
+                    eprintln!(
+                        "InlineS3Code: CreateFunction not sent, the connection closed: {why}"
+                    );
+                    return;
+                }
+            }
         } else {
             request
         };
@@ -236,27 +274,71 @@ async fn inline_connection(
     }
 }
 
-/// A `CreateFunction` request with its S3 code inlined (unchanged when it has none, or
-/// when the object cannot be read: the emulator then answers as it would).
-async fn inline_code(request: Vec<u8>, s3: &aws_sdk_s3::Client) -> Vec<u8> {
+/// The bytes of `bucket`/`key`, read once for every request naming the same object
+/// (its ETag), a failed read tried again (5 times in all).
+async fn code_object(
+    s3: &aws_sdk_s3::Client,
+    objects: &CodeObjects,
+    bucket: &str,
+    key: &str,
+) -> Result<std::sync::Arc<Vec<u8>>, String> {
+    // One read at a time: the functions of an engine are made from one object.
+    let mut objects = objects.lock().await;
+    let mut why = String::new();
+    for attempt in 1..=5u64 {
+        if attempt > 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(500 * attempt)).await;
+        }
+        let object = match s3.get_object().bucket(bucket).key(key).send().await {
+            Ok(o) => o,
+            Err(e) => {
+                why = format!(
+                    "GetObject s3://{bucket}/{key}: {}",
+                    aws_sdk_s3::error::DisplayErrorContext(&e)
+                );
+                continue;
+            }
+        };
+        let id = (
+            bucket.to_string(),
+            key.to_string(),
+            object.e_tag().unwrap_or_default().to_string(),
+        );
+        if let Some(bytes) = objects.get(&id) {
+            return Ok(bytes.clone());
+        }
+        match object.body.collect().await {
+            Ok(bytes) => {
+                let bytes = std::sync::Arc::new(bytes.to_vec());
+                objects.insert(id, bytes.clone());
+                return Ok(bytes);
+            }
+            Err(e) => why = format!("reading s3://{bucket}/{key}: {e}"),
+        }
+    }
+    Err(why)
+}
+
+/// A `CreateFunction` request with its S3 code inlined (unchanged when it has none); an
+/// error when the object cannot be read.
+async fn inline_code(
+    request: Vec<u8>,
+    s3: &aws_sdk_s3::Client,
+    objects: &CodeObjects,
+) -> Result<Vec<u8>, String> {
     use base64::Engine as _;
     let Some(end) = crate::http1::find(&request, b"\r\n\r\n") else {
-        return request;
+        return Ok(request);
     };
     let Ok(mut body) = serde_json::from_slice::<serde_json::Value>(&request[end + 4..]) else {
-        return request;
+        return Ok(request);
     };
     let code = &body["Code"];
     let (Some(bucket), Some(key)) = (code["S3Bucket"].as_str(), code["S3Key"].as_str()) else {
-        return request;
+        return Ok(request);
     };
-    let Ok(object) = s3.get_object().bucket(bucket).key(key).send().await else {
-        return request;
-    };
-    let Ok(bytes) = object.body.collect().await else {
-        return request;
-    };
-    let zip = base64::engine::general_purpose::STANDARD.encode(bytes.into_bytes());
+    let bytes = code_object(s3, objects, bucket, key).await?;
+    let zip = base64::engine::general_purpose::STANDARD.encode(bytes.as_slice());
     body["Code"] = serde_json::json!({ "ZipFile": zip });
     let new_body = serde_json::to_vec(&body).unwrap();
     let head = String::from_utf8_lossy(&request[..end]);
@@ -277,5 +359,5 @@ async fn inline_code(request: Vec<u8>, s3: &aws_sdk_s3::Client) -> Vec<u8> {
     let mut bytes = out.join("\r\n").into_bytes();
     bytes.extend_from_slice(b"\r\n\r\n");
     bytes.extend_from_slice(&new_body);
-    bytes
+    Ok(bytes)
 }
