@@ -106,28 +106,77 @@ pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec
 /// The engine's Lambda bootstrap (`functions/bootstrap`, crate `stackflow-fn-bootstrap`)
 /// built for this host with the test profile's settings (`STACKFLOW_BOOTSTRAP_BIN`, else
 /// `cargo build` once per test binary; cargo's lock waits for any other build of the
-/// workspace), as the zip a
-/// `provided.al2023` function deploys: `bootstrap` at its root.
+/// workspace), as the zip a `provided.al2023` function deploys: `bootstrap` at its root.
+///
+/// The stand-in runs a function's `bootstrap` as a process of this machine, so the zip
+/// holds a launcher of the built executable (a small x86_64 program, compiled here with
+/// `cc`, that `exec`s it), not the executable: a function made from it is ~16 KB for the
+/// emulator to unpack and copy instead of ~30 MB zipped (108 MB without debug
+/// information), which made an engine install's eleven `CreateFunction` calls take
+/// minutes on 2 cores, past the CLI's 30 s attempt timeout. What runs is the same
+/// executable. Without `cc`, the zip holds the executable without its debug information.
+/// (The arm64 artifact's own test, in `stepfunctions_lambda.rs`, deploys the real zip.)
 pub fn engine_bootstrap_zip() -> &'static [u8] {
     static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
     ZIP.get_or_init(|| {
         let binary = build_engine_bootstrap();
-        // Without its debug information where `strip` exists (118 MB to 69 MB): every
-        // function of the rig holds the zip, and every instance of it a copy.
-        let stripped = std::env::temp_dir().join(unique_name("bootstrap"));
-        let strip = Command::new("strip")
-            .arg("-o")
-            .arg(&stripped)
-            .arg(&binary)
-            .status();
-        let source = match strip {
-            Ok(s) if s.success() => stripped.clone(),
-            _ => binary,
+        let bytes = match launcher(&binary) {
+            Some(launcher) => launcher,
+            None => stripped(&binary),
         };
-        let bytes = std::fs::read(&source).expect("the built bootstrap");
-        let _ = std::fs::remove_file(&stripped);
         zip_files(&[("bootstrap", &bytes)])
     })
+}
+
+/// A program that runs `binary` with its own arguments and environment, compiled with
+/// `cc`; `None` without a C compiler.
+fn launcher(binary: &Path) -> Option<Vec<u8>> {
+    let path = binary.display().to_string();
+    assert!(
+        !path.contains(['"', '\\']),
+        "a bootstrap path without quotes or backslashes: {path}"
+    );
+    let dir = std::env::temp_dir().join(unique_name("launcher"));
+    std::fs::create_dir_all(&dir).ok()?;
+    let source = dir.join("launcher.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <unistd.h>\nint main(int argc, char **argv) {{\n  (void)argc;\n  \
+             argv[0] = \"{path}\";\n  execv(argv[0], argv);\n  return 127;\n}}\n"
+        ),
+    )
+    .ok()?;
+    let out = dir.join("launcher");
+    let built = Command::new("cc")
+        .arg("-O2")
+        .arg("-o")
+        .arg(&out)
+        .arg(&source)
+        .status();
+    let bytes = match built {
+        Ok(s) if s.success() => std::fs::read(&out).ok(),
+        _ => None,
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    bytes
+}
+
+/// `binary` without its debug information where `strip` exists (108 MB of 187 MB).
+fn stripped(binary: &Path) -> Vec<u8> {
+    let stripped = std::env::temp_dir().join(unique_name("bootstrap"));
+    let strip = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(binary)
+        .status();
+    let source = match strip {
+        Ok(s) if s.success() => stripped.clone(),
+        _ => binary.to_path_buf(),
+    };
+    let bytes = std::fs::read(&source).expect("the built bootstrap");
+    let _ = std::fs::remove_file(&stripped);
+    bytes
 }
 
 /// The bootstrap executable to use instead of building one (`.ci/test` sets it to the one

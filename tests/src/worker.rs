@@ -92,6 +92,7 @@ impl Machines {
             kms_key: None,
             allowed_types: None,
             history: Default::default(),
+            map_order: Default::default(),
         });
         let (stop, rx) = watch::channel(false);
         for i in 0..workers {

@@ -325,7 +325,7 @@ async fn a_missed_gate_release_heals_at_the_gates_heartbeat() {
     let arn = rig
         .start("deploy", serde_json::to_value(req).unwrap())
         .await;
-    let gate = format!("deploys/{stack}/{deploy_id}/gates/provision/B");
+    let gate = format!("deploys/{stack}/{deploy_id}/gates/provision/0/B");
     let mut stored = false;
     for _ in 0..600 {
         let head = rig

@@ -455,3 +455,123 @@ async fn a_deploy_larger_than_one_execution_runs_in_parts() {
     assert!(state.lock.is_none() && state.pending.is_empty());
     let _ = rig.stop.send(true);
 }
+
+/// The gates do not rely on the order in which a `Map` starts its iterations. Here Plan
+/// and Conclude give the `Map` its items dependents first, one iteration at a time: the
+/// first one's dependency has not begun and cannot (the only slot is its own), which
+/// deadlocked the gates before deferral. Its gate's re-check (the heartbeat, 2 s) defers
+/// it, the slot goes to the next item, and the deferred actions run in the next rounds, as
+/// the phase's one part (`p0`, `p0r2`, ...: the emulator's `Map` may defer again in a
+/// part): the chain is created in order, each resource once. Then a cleanup of the chain
+/// (its deletes wait for their dependents, and are given in the reversed order too) runs
+/// its deferred deletes the same way (`c0`). (The emulator starts
+/// a `Map`'s iterations nearly, not exactly, in their order: a phase whose iterations it
+/// happened to start dependencies first defers nothing and has no part, which its round's
+/// flag tells; the test then checks the rest.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gates_do_not_rely_on_the_order_the_map_starts_them() {
+    use stackflow_events::Event;
+    let rig = rig_reversed(1, 2).await;
+    let stack = unique_name("SfnOrder");
+    let stream = StreamId::new("us-east-1", &stack);
+    let chain = json!({
+        "A": {"Type": "AWS::SQS::Queue"},
+        "B": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Fn::GetAtt": ["A", "Arn"]}}},
+        "C": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "B"}}},
+        "E": {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": {"Ref": "C"}}},
+        "D": {"Type": "AWS::SQS::Queue"}
+    });
+    let run = |resources: serde_json::Value| {
+        let (rig, stack) = (&rig, stack.clone());
+        async move {
+            let id = unique_name("d").to_lowercase();
+            let t = template(json!({ "Resources": resources }));
+            let mut req = rig.upload(&input(&stack, t), Some(id.clone())).await;
+            req.concurrency = 1;
+            let arn = rig
+                .start("deploy", serde_json::to_value(req).unwrap())
+                .await;
+            let (status, _, error, _) = rig.wait_counted(&arn).await;
+            assert_eq!(status, ExecutionStatus::Succeeded, "{error}");
+            id
+        }
+    };
+    // The resources the stream's creates (or deletes) name, in their order.
+    let order = |events: &[Event], created: bool| -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ResourceCreated { resource, .. } if created => {
+                    Some(resource.logical_id.clone())
+                }
+                Event::ResourceDeleted { logical_id, .. } if !created => Some(logical_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+
+    // A part ran exactly when the phase's own `Map` deferred something.
+    let parts_if_deferred = |id: String, phase: &'static str| {
+        let (rig, stack) = (&rig, stack.clone());
+        async move {
+            let flag = format!("deploys/{stack}/{id}/deferred/{phase}/0");
+            let deferred = rig
+                .s3
+                .head_object()
+                .bucket(&rig.bucket)
+                .key(&flag)
+                .send()
+                .await
+                .is_ok();
+            // The part's rounds: `p0`, then `p0r2`, ... while a round defers.
+            let (parts, _) = parts_run(rig, &id).await;
+            let first = format!("{}0", &phase[..1]);
+            let rounds: Vec<String> = (1..=parts.len())
+                .map(|r| match r {
+                    1 => first.clone(),
+                    r => format!("{first}r{r}"),
+                })
+                .collect();
+            let mut sorted = rounds.clone();
+            sorted.sort();
+            assert_eq!(
+                parts, sorted,
+                "{phase}: the part's rounds, one after another"
+            );
+            assert_eq!(!parts.is_empty(), deferred, "{phase}: {parts:?}");
+            eprintln!("{phase}: deferred {deferred}, rounds {rounds:?}");
+        }
+    };
+    let first = run(chain.clone()).await;
+    parts_if_deferred(first, "provision").await;
+    let events = rig.store.read_all_for_test(&stream).await;
+    let created = order(&events, true);
+    let at = |id: &str| created.iter().position(|c| c == id).unwrap();
+    assert_eq!(created.len(), 5, "each made once: {created:?}");
+    assert!(
+        at("A") < at("B") && at("B") < at("C") && at("C") < at("E"),
+        "{created:?}"
+    );
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    assert_eq!(
+        state.resources["C"].properties["Value"],
+        json!(state.resources["B"].physical_id)
+    );
+
+    // B, C and E removed: E is deleted first, then C, then B (given first).
+    let mut kept = chain.clone();
+    let kept_map = kept.as_object_mut().unwrap();
+    for id in ["B", "C", "E"] {
+        kept_map.remove(id);
+    }
+    let second = run(kept).await;
+    parts_if_deferred(second, "cleanup").await;
+    let events = rig.store.read_all_for_test(&stream).await;
+    assert_eq!(order(&events, false), ["E", "C", "B"]);
+    let state = load_state(rig.store.as_ref(), &stream).await.unwrap();
+    let mut left: Vec<&String> = state.resources.keys().collect();
+    left.sort();
+    assert_eq!(left, ["A", "D"]);
+    assert!(state.lock.is_none() && state.pending.is_empty());
+    let _ = rig.stop.send(true);
+}

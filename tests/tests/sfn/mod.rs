@@ -17,6 +17,7 @@ use stackflow_engine::Engine;
 use stackflow_engine::definitions::{self, Target};
 use stackflow_engine::progress::Silent;
 use stackflow_engine::sfn::history::HistoryGuard;
+use stackflow_engine::sfn::tasks::MapOrder;
 use stackflow_engine::stack::StackInput;
 use stackflow_engine::tasks::{DeployRequest, Tasks};
 use stackflow_engine::worker::{Worker, ensure_activities};
@@ -46,19 +47,40 @@ pub async fn rig(workers: usize) -> Rig {
 }
 
 pub async fn rig_with(workers: usize, heartbeat: u32) -> Rig {
-    rig_built(workers, heartbeat, None, HistoryGuard::default()).await
+    rig_built(
+        workers,
+        heartbeat,
+        None,
+        HistoryGuard::default(),
+        MapOrder::default(),
+    )
+    .await
+}
+
+/// A rig whose Plan and Conclude give a phase's `Map` its items dependents first, the
+/// order that would deadlock gates that wait for iterations not begun.
+pub async fn rig_reversed(workers: usize, heartbeat: u32) -> Rig {
+    let guard = HistoryGuard::default();
+    rig_built(workers, heartbeat, None, guard, MapOrder::Reversed).await
 }
 
 /// A rig whose gates stop a deploy at `history`'s limit.
 pub async fn rig_with_history(workers: usize, history: HistoryGuard) -> Rig {
-    rig_built(workers, 20, None, history).await
+    rig_built(workers, 20, None, history, MapOrder::default()).await
 }
 
 /// A rig whose providers' AWS calls each take `latency` more (through a
 /// [`LatencyProxy`](stackflow_tests::latency::LatencyProxy)), so that actions last long
 /// enough to overlap.
 pub async fn rig_slow(workers: usize, latency: Duration) -> Rig {
-    rig_built(workers, 20, Some(latency), HistoryGuard::default()).await
+    rig_built(
+        workers,
+        20,
+        Some(latency),
+        HistoryGuard::default(),
+        MapOrder::default(),
+    )
+    .await
 }
 
 async fn rig_built(
@@ -66,6 +88,7 @@ async fn rig_built(
     heartbeat: u32,
     latency: Option<Duration>,
     history: HistoryGuard,
+    map_order: MapOrder,
 ) -> Rig {
     let emu = Emulator::shared().await;
     let config = emu.sdk_config().await;
@@ -110,6 +133,7 @@ async fn rig_built(
         kms_key: None,
         allowed_types: None,
         history,
+        map_order,
     });
     let prefix = unique_name("sf");
     let activities = ensure_activities(&sfn, &prefix).await.unwrap();

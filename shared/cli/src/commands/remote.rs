@@ -362,6 +362,7 @@ pub async fn worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exi
         kms_key: None,
         allowed_types: None,
         history: Default::default(),
+        map_order: Default::default(),
     });
     let worker = Worker {
         tasks,

@@ -535,6 +535,7 @@ mod tests {
             items: vec![],
             concurrency: 40,
             parts: vec![],
+            again: None,
         };
         let answer = FailAnswer::Wait(Waiting::new(r, vec!["Queue".into()]));
         let out = serde_json::to_value(&answer).unwrap();
@@ -627,6 +628,7 @@ mod tests {
             items: ids.clone(),
             concurrency: 40,
             parts: vec![],
+            again: None,
         };
         let plan_out = serde_json::to_value(&plan).unwrap();
         assert!(

@@ -6,7 +6,7 @@ use serde_json::Value;
 use stackflow_events::EventStore;
 
 use super::errors::{ErrorKind, TaskError};
-use super::payloads::{Item, ItemResult};
+use super::payloads::{GateAnswer, Item, ItemResult};
 use super::tasks::Tasks;
 
 /// Every task the state machines name (the `${Name}` placeholders of `infra/*.asl.json`).
@@ -59,14 +59,22 @@ impl<S: EventStore + 'static> Tasks<S> {
                 Ok(None)
             }
             "Provision" => {
-                // The gate's answer rides along in `gate`; a stopped gate means: do not act.
-                let go = input
-                    .get("gate")
-                    .and_then(|g| g.get("go"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true);
+                // The gate's answer rides along in `gate`: a stopped gate means do not act;
+                // a deferred one, leave the action to a later round.
+                let gate = input.get("gate").cloned();
+                let answer = gate
+                    .and_then(|g| serde_json::from_value::<GateAnswer>(g).ok())
+                    .unwrap_or(GateAnswer::GO);
                 let item: Item = parse(name, input)?;
-                if !go {
+                if answer.deferred {
+                    self.defer(&item).await?;
+                    return out(ItemResult {
+                        id: item.id,
+                        outcome: "deferred".into(),
+                        error: None,
+                    });
+                }
+                if !answer.go {
                     return out(ItemResult {
                         id: item.id,
                         outcome: "not-started".into(),

@@ -208,6 +208,7 @@ impl Settings {
             kms_key: self.kms_key.clone(),
             allowed_types: self.allowed_types.clone(),
             history: super::history::HistoryGuard::from_env(),
+            map_order: Default::default(),
         })
     }
 }

@@ -76,6 +76,13 @@ pub fn per_part(cost: EventCost, agains: u64) -> u64 {
     cost.passing + cost.task + cost.task_retry * agains
 }
 
+/// What a deploy's execution writes when actions its own `Map` deferred run as a part
+/// (`super::gates`): the part ([`per_part`], its task retried `agains` times at its
+/// deadline), and the task after the `Map` (Conclude or Finish) and its `Choice` once more.
+pub fn again(cost: EventCost, agains: u64) -> u64 {
+    per_part(cost, agains) + cost.task + cost.passing
+}
+
 /// The most parts one deploy may have: 200 (180,000 actions in parts of 900), which the
 /// deploy's own execution holds with each part's task retried 20 times at its deadline
 /// (4 hours a part; [`per_part`]).
@@ -206,6 +213,13 @@ mod tests {
         // day (12 minutes each: 120 retries), then Fail and Release.
         let parent = fixed(COST) + 2 * COST.passing + 2 * parts * per_part(COST, 120);
         assert!(parent < 10_000, "{parent}");
+        // A deploy's own execution runs at most 900 actions of both phases in its `Map`s;
+        // with what each phase's deferred actions add (a part waited on for a day), it
+        // stays under the guard.
+        let inline =
+            fixed(COST) + guard.part_actions * per_action(COST, 1, 1) + 2 * again(COST, 120);
+        assert_eq!(inline, 18_779);
+        assert!(inline < guard.stop_at, "{inline}");
         // The most parts a plan may have fit the same way.
         assert!(fixed(COST) + MOST_PARTS * per_part(COST, 20) < guard.stop_at);
         assert_eq!(guard.most_actions, 180_000);

@@ -11,6 +11,8 @@ mod dispatch;
 pub mod env;
 pub mod errors;
 mod gates;
+#[cfg(test)]
+mod gates_model;
 pub mod history;
 pub mod parts;
 pub mod payloads;

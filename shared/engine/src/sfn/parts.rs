@@ -1,7 +1,8 @@
-//! Deploys larger than one execution. A phase of more actions than one execution's history
-//! holds ([`HistoryGuard::part_actions`](super::history::HistoryGuard::part_actions)) runs
-//! in parts: Plan (or Conclude, for the cleanup) answers the parts' numbers instead of the
-//! items, and the deploy's `Part` task runs the first part left and answers the others,
+//! Deploys larger than one execution. A phase of more actions than the deploy's own
+//! execution's history holds beside its other phase (one execution holds
+//! [`HistoryGuard::part_actions`](super::history::HistoryGuard::part_actions) actions of
+//! both) runs in parts: Plan (or Conclude, for the cleanup) answers the parts' numbers
+//! instead of the items, and the deploy's `Part` task runs the first part left and answers the others,
 //! until none is left (a `Choice` loops back to it: not a `Map`, whose order of iterations
 //! Step Functions does not promise). Each part is an execution of the deploy's own state
 //! machine (its `Entry` choice sends an input with a `part` to `PartMap`), whose history
@@ -17,6 +18,12 @@
 //! past it (its retry waits again). A part whose execution failed fails the task, and the
 //! deploy goes to Fail as when its `Map` fails. A part does not begin once its phase has
 //! stopped (the `failed` or `partial` marker).
+//!
+//! A part runs in rounds ([`super::gates`]): when its execution ends with actions deferred,
+//! the task starts the next round's execution (named `...r<round>`) with those, until none
+//! is left; each round finishes at least one action (else the task fails rather than
+//! loop). The actions a deploy's own `Map` deferred run the same way, as its phase's one
+//! part (Conclude or Finish answers `again` and `parts: [0]`).
 
 use aws_sdk_sfn::types::ExecutionStatus;
 use stackflow_events::EventStore;
@@ -57,25 +64,32 @@ pub fn part_bounds(ids: &[String], most: usize) -> Vec<(usize, usize)> {
     bounds
 }
 
-/// The parts of a phase of `ids` that runs in parts, each the index of its first action
-/// (a part ends where the next begins), or none when one execution holds it.
-pub fn parts_of(ids: &[String], most: u64) -> Vec<u32> {
-    let bounds = part_bounds(ids, usize::try_from(most).unwrap_or(usize::MAX));
-    if bounds.len() <= 1 {
-        return Vec::new();
+/// A phase of `ids` as the deploy's own execution runs it: its `Map` items when that
+/// execution holds them beside the `already` actions its other phase ran in it (at most
+/// `most` in all), or else its parts, each the index of its first action (a part ends where
+/// the next begins), and no items.
+pub fn items_or_parts(ids: Vec<String>, already: u64, most: u64) -> (Vec<String>, Vec<u32>) {
+    let bounds = part_bounds(&ids, usize::try_from(most).unwrap_or(usize::MAX));
+    if ids.len() as u64 + already <= most && bounds.len() <= 1 {
+        return (ids, Vec::new());
     }
-    bounds.iter().map(|&(start, _)| start as u32).collect()
+    let parts = bounds.iter().map(|&(start, _)| start as u32).collect();
+    (Vec::new(), parts)
 }
 
-/// The name of the execution of the part that begins at action `part`: the deploy's id,
-/// the phase's letter and that index, within Step Functions' 80 characters (a long deploy id is cut and a digest of
-/// it added, so that two ids cut alike still differ).
-pub fn part_name(deploy_id: &str, phase: Phase, part: u32) -> String {
+/// The name of the execution of round `round` of the part that begins at action `part`:
+/// the deploy's id, the phase's letter and that index (and `r<round>` after the first),
+/// within Step Functions' 80 characters (a long deploy id is cut and a digest of it added,
+/// so that two ids cut alike still differ).
+pub fn part_name(deploy_id: &str, phase: Phase, part: u32, round: u32) -> String {
     let letter = match phase {
         Phase::Provision => 'p',
         Phase::Cleanup => 'c',
     };
-    let tail = format!("-{letter}{part}");
+    let tail = match round {
+        0 | 1 => format!("-{letter}{part}"),
+        _ => format!("-{letter}{part}r{round}"),
+    };
     if deploy_id.len() + tail.len() <= NAME_MOST {
         return format!("{deploy_id}{tail}");
     }
@@ -100,69 +114,130 @@ impl<S: EventStore + 'static> Tasks<S> {
     /// the deploy's state machine, waits for its end, and answers the parts left. A part is
     /// named by the index of its first action in the stored graph, so its bounds are the
     /// ones Plan or Conclude computed: it ends where the next part begins (the last at the
-    /// graph's end). Once the phase has stopped (its marker), no further part begins and
-    /// the answer is none; a part already started is waited for first, since its actions
-    /// may still be running. Module documentation.
+    /// graph's end). A part runs in rounds ([`super::gates`]): when its execution ends with
+    /// actions deferred, the next round's execution runs those, until none is left. Once
+    /// the phase has stopped (its marker), no further round or part begins and the answer
+    /// is none; a round already started is waited for first, since its actions may still
+    /// be running. Module documentation.
     pub async fn part(&self, req: PartRequest) -> Result<Vec<u32>, TaskError> {
         let Some((&start, left)) = req.parts.split_first() else {
             return Ok(Vec::new());
         };
-        let p = prefix(&req.stack, &req.deploy_id);
-        let marker = match req.phase {
-            Phase::Provision => "failed",
-            Phase::Cleanup => "partial",
-        };
-        let name = part_name(&req.deploy_id, req.phase, start);
-        let arn = execution_arn(&req.machine, &name);
-        let stopped = self.exists(&format!("{p}{marker}")).await?;
-        if stopped && !self.part_started(&arn).await? {
-            return Ok(Vec::new());
-        }
-        if !stopped {
-            let graph = self.graph(&req.stack, &req.deploy_id, req.phase).await?;
-            let ids: Vec<String> = graph.into_iter().map(|t| t.id).collect();
-            let end = left.first().map_or(ids.len(), |&e| e as usize);
-            let Some(items) = ids.get(start as usize..end) else {
-                return Err(TaskError::new(
-                    ErrorKind::Input,
-                    format!(
-                        "the {} phase of deploy {} has {} actions: no part from {start} to {end}",
-                        req.phase.as_str(),
-                        req.deploy_id,
-                        ids.len(),
-                    ),
-                ));
-            };
-            let input = PartInput {
-                stack: req.stack.clone(),
-                deploy_id: req.deploy_id.clone(),
-                phase: req.phase,
-                part: start,
-                items: items.to_vec(),
-                concurrency: req.concurrency,
-            };
-            self.start_part(&req.machine, &name, &input).await?;
-        }
         let deadline = task_deadline();
-        let Some(ended) = within(deadline, self.part_ended(&arn)).await else {
-            return Err(TaskError::again(&format!("part {start} ({arn})"), deadline));
+        let rounds = self.part_rounds(&req, start, left.first().copied());
+        let Some(stopped) = within(deadline, rounds).await else {
+            return Err(TaskError::again(
+                &format!("part {start} of deploy {}", req.deploy_id),
+                deadline,
+            ));
         };
-        ended?;
+        let (stopped, rounds) = stopped?;
         tracing::info!(
             stack = req.stack,
             deploy = req.deploy_id,
             phase = req.phase.as_str(),
             part = start,
-            execution = arn,
+            rounds,
             stopped,
             "part done"
         );
         Ok(if stopped { Vec::new() } else { left.to_vec() })
     }
 
-    /// Whether the part's execution `arn` was started (by an earlier try of this task).
-    async fn part_started(&self, arn: &str) -> Result<bool, TaskError> {
-        Ok(self.described(arn).await?.is_some())
+    /// Runs the rounds of the part from action `start` to `end` (the graph's end when
+    /// `None`), each an execution, the ones started by an earlier try of the task waited
+    /// for again. Answers whether the phase stopped, and how many rounds ran.
+    async fn part_rounds(
+        &self,
+        req: &PartRequest,
+        start: u32,
+        end: Option<u32>,
+    ) -> Result<(bool, u32), TaskError> {
+        let marker = req.phase.stop_marker();
+        let marker = format!("{}{marker}", prefix(&req.stack, &req.deploy_id));
+        // How many actions the round before ran.
+        let mut ran: Option<usize> = None;
+        let mut round = 1;
+        loop {
+            let name = part_name(&req.deploy_id, req.phase, start, round);
+            let arn = execution_arn(&req.machine, &name);
+            if let Some(d) = self.described(&arn).await? {
+                let input: Option<PartInput> = serde_json::from_str(d.input().unwrap_or("")).ok();
+                ran = input.map(|i| i.items.len());
+            } else {
+                if self.exists(&marker).await? {
+                    return Ok((true, round - 1));
+                }
+                // The round before (round 0: the phase's own `Map`, when it ran) deferred
+                // something: its actions not done; else round 1 runs them all, and a later
+                // round has nothing left.
+                let deferred = self
+                    .deferred_in(&req.stack, &req.deploy_id, req.phase, round - 1)
+                    .await?;
+                if round > 1 && !deferred {
+                    return Ok((false, round - 1));
+                }
+                let ids = self.part_ids(req, start, end).await?;
+                let items = if deferred {
+                    self.undone(&req.stack, &req.deploy_id, req.phase, &ids)
+                        .await?
+                } else {
+                    ids
+                };
+                if items.is_empty() {
+                    return Ok((false, round - 1));
+                }
+                if ran == Some(items.len()) {
+                    return Err(TaskError::new(
+                        ErrorKind::Internal,
+                        format!(
+                            "round {} of part {start} of deploy {} finished none of its {} \
+                             actions, and none failed",
+                            round - 1,
+                            req.deploy_id,
+                            items.len()
+                        ),
+                    ));
+                }
+                let input = PartInput {
+                    stack: req.stack.clone(),
+                    deploy_id: req.deploy_id.clone(),
+                    phase: req.phase,
+                    part: start,
+                    items,
+                    concurrency: req.concurrency,
+                    round,
+                };
+                self.start_part(&req.machine, &name, &input).await?;
+            }
+            self.part_ended(&arn).await?;
+            round += 1;
+        }
+    }
+
+    /// The ids of the part from action `start` to `end` of the phase's stored graph.
+    async fn part_ids(
+        &self,
+        req: &PartRequest,
+        start: u32,
+        end: Option<u32>,
+    ) -> Result<Vec<String>, TaskError> {
+        let graph = self.graph(&req.stack, &req.deploy_id, req.phase).await?;
+        let mut ids: Vec<String> = graph.into_iter().map(|t| t.id).collect();
+        let end = end.map_or(ids.len(), |e| e as usize);
+        if start as usize > end || end > ids.len() {
+            return Err(TaskError::new(
+                ErrorKind::Input,
+                format!(
+                    "the {} phase of deploy {} has {} actions: no part from {start} to {end}",
+                    req.phase.as_str(),
+                    req.deploy_id,
+                    ids.len(),
+                ),
+            ));
+        }
+        ids.truncate(end);
+        Ok(ids.split_off(start as usize))
     }
 
     /// Execution `arn` as `DescribeExecution` answers it; `None` when there is none.
@@ -285,23 +360,36 @@ mod tests {
         assert!(bounds.windows(2).all(|w| w[0].1 == w[1].0));
     }
 
+    /// One execution holds at most 900 actions of both phases: a cleanup of 500 after an
+    /// inline provision of 500 runs as a part.
     #[test]
     fn a_phase_one_execution_holds_has_no_parts() {
-        assert!(parts_of(&ids(900, 8), 900).is_empty());
-        assert_eq!(parts_of(&ids(901, 8), 900), vec![0, 900]);
-        assert_eq!(parts_of(&ids(2_000, 8), 900), vec![0, 900, 1_800]);
+        let parts = |n, already| items_or_parts(ids(n, 8), already, 900).1;
+        assert!(parts(900, 0).is_empty());
+        assert_eq!(items_or_parts(ids(900, 8), 0, 900).0.len(), 900);
+        assert_eq!(parts(901, 0), vec![0, 900]);
+        assert_eq!(parts(2_000, 0), vec![0, 900, 1_800]);
+        assert!(parts(400, 500).is_empty());
+        assert_eq!(parts(500, 500), vec![0]);
+        assert!(items_or_parts(ids(500, 8), 500, 900).0.is_empty());
     }
 
     #[test]
     fn a_parts_name_is_its_deploys_phases_and_numbers_within_80() {
-        assert_eq!(part_name("d-1", Phase::Provision, 3), "d-1-p3");
-        assert_eq!(part_name("d-1", Phase::Cleanup, 0), "d-1-c0");
+        assert_eq!(part_name("d-1", Phase::Provision, 3, 1), "d-1-p3");
+        assert_eq!(part_name("d-1", Phase::Cleanup, 0, 1), "d-1-c0");
+        assert_eq!(part_name("d-1", Phase::Cleanup, 0, 2), "d-1-c0r2");
         let long = "x".repeat(90);
-        let name = part_name(&long, Phase::Provision, 12);
+        let name = part_name(&long, Phase::Provision, 12, 1);
         assert!(name.len() <= NAME_MOST, "{name}");
         assert!(name.ends_with("-p12"), "{name}");
         let other = format!("{}y", "x".repeat(89));
-        assert_ne!(part_name(&other, Phase::Provision, 12), name);
+        assert_ne!(part_name(&other, Phase::Provision, 12, 1), name);
+        let later = part_name(&long, Phase::Provision, 12, 37);
+        assert!(
+            later.len() <= NAME_MOST && later.ends_with("-p12r37"),
+            "{later}"
+        );
         assert_eq!(
             execution_arn("arn:aws:states:us-east-1:1:stateMachine:e-deploy", "d-p0"),
             "arn:aws:states:us-east-1:1:execution:e-deploy:d-p0"

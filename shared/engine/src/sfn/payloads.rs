@@ -57,6 +57,15 @@ impl Phase {
             Phase::Cleanup => "cleanup",
         }
     }
+
+    /// The marker that says the phase stopped: `failed` in provision; `partial` in
+    /// cleanup, whose deletes cannot be undone.
+    pub(crate) fn stop_marker(self) -> &'static str {
+        match self {
+            Phase::Provision => "failed",
+            Phase::Cleanup => "partial",
+        }
+    }
 }
 
 /// One action of a `Map` iteration, as the `Map`'s `ItemSelector` builds it.
@@ -77,6 +86,11 @@ pub struct Item {
     /// Its place in the `Map`'s items (`$$.Map.Item.Index`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u64>,
+    /// The round of its phase it runs in: 0 for a deploy's own `Map`, from 1 for the
+    /// executions that run what an earlier round deferred ([`super::gates`]). Gates are
+    /// stored per round.
+    #[serde(default)]
+    pub round: u32,
 }
 
 /// A deploy's reference, passed from state to state.
@@ -110,6 +124,11 @@ pub struct DeployRef {
     /// other (`items` is then empty: the parts read theirs from the stored graph).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<u32>,
+    /// Set when an iteration of the phase's own `Map` deferred its action (it would have
+    /// waited for a dependency that had not begun; [`super::gates`]): that phase runs
+    /// again as one part (`parts` is `[0]`), in rounds, until every action is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub again: Option<Phase>,
 }
 
 /// The `Part` task's input: the parts of a phase still to run (the first is run now, as an
@@ -148,6 +167,14 @@ pub struct PartInput {
     pub items: Vec<String>,
     /// How many run at once.
     pub concurrency: usize,
+    /// Its round: 1 for the first execution of the part, one more for each that runs what
+    /// the one before deferred.
+    #[serde(default = "first_part_round")]
+    pub round: u32,
+}
+
+fn first_part_round() -> u32 {
+    1
 }
 
 /// The most iterations of an inline `Map` Step Functions runs at once.
@@ -169,7 +196,8 @@ pub struct ItemResult {
     /// The action.
     pub id: String,
     /// `created`, `updated`, `replaced`, `deleted`, `retained`, `skipped`, `failed`,
-    /// `not-started` (an earlier failure stopped the deploy).
+    /// `not-started` (an earlier failure stopped the deploy), `deferred` (its round ended
+    /// before its dependencies were done: a later round runs it).
     pub outcome: String,
     /// The error, when it failed.
     #[serde(default)]
@@ -271,8 +299,29 @@ impl RunKind {
 /// The gate's answer, sent as the gate task's output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateAnswer {
-    /// True: act; false: an earlier failure stopped the deploy.
+    /// True: act; false: an earlier failure stopped the deploy, or the action is deferred.
     pub go: bool,
+    /// True: the action waits for a later round of its phase ([`super::gates`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
+}
+
+impl GateAnswer {
+    /// Act.
+    pub const GO: GateAnswer = GateAnswer {
+        go: true,
+        deferred: false,
+    };
+    /// Do not act: the phase stopped.
+    pub const STOP: GateAnswer = GateAnswer {
+        go: false,
+        deferred: false,
+    };
+    /// Do not act now: a later round runs the action.
+    pub const DEFERRED: GateAnswer = GateAnswer {
+        go: false,
+        deferred: true,
+    };
 }
 
 /// Fail's answer while calls of the deploy's stopped iterations may still be running:
@@ -302,6 +351,17 @@ impl Waiting {
             running,
         }
     }
+}
+
+/// What Finish answers: the deploy's end, or (`again` set) that deferred deletes of the
+/// cleanup's own `Map` run first, as a part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FinishAnswer {
+    /// The deploy ended.
+    Ended(Ended),
+    /// The cleanup runs again.
+    Again(DeployRef),
 }
 
 /// What Fail answers: the deploy's end, or that it waits for running calls first.

@@ -20,8 +20,8 @@ use stackflow_events::event::{ErrorInfo, Event};
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
 pub use super::payloads::{
-    DeployRef, DeployRequest, Ended, FailAnswer, GateAnswer, Item, ItemResult, PartInput,
-    PartRequest, Phase, RolledBack, RunKind, RunRequest, StackRequest, Waiting,
+    DeployRef, DeployRequest, Ended, FailAnswer, FinishAnswer, GateAnswer, Item, ItemResult,
+    PartInput, PartRequest, Phase, RolledBack, RunKind, RunRequest, StackRequest, Waiting,
 };
 pub use super::release::{Recorded, ReleaseRequest, Released};
 
@@ -104,6 +104,21 @@ pub struct Tasks<S> {
     pub allowed_types: Option<stackflow_core::deployable::Deployable>,
     /// When the gates stop a deploy whose execution's history nears AWS's limit.
     pub history: super::history::HistoryGuard,
+    /// The order of a deploy's own `Map` items.
+    pub map_order: MapOrder,
+}
+
+/// The order in which Plan and Conclude give a phase's own `Map` its items. Production
+/// keeps the topological one (dependencies first); the reversed one lets tests prove that
+/// the gates do not depend on the order in which the `Map` starts its iterations
+/// ([`super::gates`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MapOrder {
+    /// Dependencies first.
+    #[default]
+    Topological,
+    /// Dependents first.
+    Reversed,
 }
 
 impl<S: EventStore + 'static> Tasks<S> {
@@ -173,6 +188,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                 items: vec![],
                 concurrency: map_concurrency(req.concurrency),
                 parts: vec![],
+                again: None,
             });
         };
         let tasks = d.provision_tasks();
@@ -185,7 +201,7 @@ impl<S: EventStore + 'static> Tasks<S> {
         .await?;
         self.put_graph(&req.stack, &d.deploy_id, Phase::Provision, &tasks)
             .await?;
-        let (items, parts) = self.items_or_parts(&tasks);
+        let (items, parts) = self.items_or_parts(&tasks, 0);
         Ok(DeployRef {
             stack: req.stack.clone(),
             deploy_id: d.deploy_id.clone(),
@@ -194,19 +210,24 @@ impl<S: EventStore + 'static> Tasks<S> {
             items,
             concurrency: map_concurrency(req.concurrency),
             parts,
+            again: None,
         })
     }
 
-    /// A phase's `Map` items (its actions' ids, in the order they may start), or, when one
-    /// execution does not hold them, its parts ([`super::parts`]).
-    fn items_or_parts(&self, ordered: &[Task]) -> (Vec<String>, Vec<u32>) {
-        let ids: Vec<String> = ordered.iter().map(|t| t.id.clone()).collect();
-        let parts = super::parts::parts_of(&ids, self.history.part_actions);
-        if parts.is_empty() {
-            (ids, parts)
-        } else {
-            (Vec::new(), parts)
+    /// A phase's `Map` items (its actions' ids, in the order they may start), or, when the
+    /// deploy's own execution does not hold them beside the `already` actions its other
+    /// phase ran in it (one execution holds [`HistoryGuard::part_actions`] of both), its
+    /// parts ([`super::parts`]).
+    ///
+    /// [`HistoryGuard::part_actions`]: super::history::HistoryGuard::part_actions
+    fn items_or_parts(&self, ordered: &[Task], already: u64) -> (Vec<String>, Vec<u32>) {
+        let ids = ordered.iter().map(|t| t.id.clone()).collect();
+        let (mut items, parts) =
+            super::parts::items_or_parts(ids, already, self.history.part_actions);
+        if self.map_order == MapOrder::Reversed {
+            items.reverse();
         }
+        (items, parts)
     }
 
     /// A plan of more actions than one execution runs before its history guard stops it
@@ -298,7 +319,8 @@ impl<S: EventStore + 'static> Tasks<S> {
     }
 
     /// **Conclude**: after provisioning, either the cleanup items (in the order they may
-    /// start) or `failed`.
+    /// start), or `failed`, or (`again`) the provision phase's deferred actions to run
+    /// first ([`Tasks::again`]).
     pub async fn conclude(&self, r: DeployRef) -> Result<DeployRef, TaskError> {
         let p = prefix(&r.stack, &r.deploy_id);
         if self.exists(&format!("{p}failed")).await? {
@@ -306,34 +328,81 @@ impl<S: EventStore + 'static> Tasks<S> {
                 failed: true,
                 items: vec![],
                 parts: vec![],
+                again: None,
                 ..r
             });
+        }
+        if let Some(again) = self.again(&r, Phase::Provision).await? {
+            return Ok(again);
         }
         let d = self.deployment(&r.stack, &r.deploy_id).await?;
         let (_, tasks) = d.cleanup_tasks();
         let ordered = topological(&tasks);
         self.put_graph(&r.stack, &r.deploy_id, Phase::Cleanup, &ordered)
             .await?;
-        let (items, parts) = self.items_or_parts(&ordered);
+        // The provision actions this execution's own `Map` ran, when it ran them.
+        let provisions = d.provision_tasks().len() as u64;
+        let already = if provisions <= self.history.part_actions {
+            provisions
+        } else {
+            0
+        };
+        let (items, parts) = self.items_or_parts(&ordered, already);
         Ok(DeployRef {
             items,
             parts,
             failed: false,
+            again: None,
             ..r
         })
     }
 
-    /// **Finish**: outputs, exports, `DeployCompleted`, the lock released.
-    pub async fn finish(&self, r: DeployRef) -> Result<Ended, TaskError> {
+    /// After a phase's own `Map` (its items in `r`): when actions were deferred (the
+    /// round's flag; and the phase did not stop), the answer that runs them as the phase's
+    /// one part, in rounds
+    /// ([`super::gates`]); `None` when every action is done, or the phase ran in parts
+    /// (the `Part` task ran their rounds).
+    async fn again(&self, r: &DeployRef, phase: Phase) -> Result<Option<DeployRef>, TaskError> {
+        if r.items.is_empty() {
+            return Ok(None);
+        }
+        let marker = phase.stop_marker();
+        let p = prefix(&r.stack, &r.deploy_id);
+        if self.exists(&format!("{p}{marker}")).await?
+            || !self.deferred_in(&r.stack, &r.deploy_id, phase, 0).await?
+        {
+            return Ok(None);
+        }
+        tracing::info!(
+            stack = r.stack,
+            deploy = r.deploy_id,
+            phase = phase.as_str(),
+            "actions deferred: the phase runs again as a part"
+        );
+        Ok(Some(DeployRef {
+            items: vec![],
+            parts: vec![0],
+            failed: false,
+            again: Some(phase),
+            ..r.clone()
+        }))
+    }
+
+    /// **Finish**: outputs, exports, `DeployCompleted`, the lock released; or, first, the
+    /// cleanup's deferred deletes ([`Tasks::again`]).
+    pub async fn finish(&self, r: DeployRef) -> Result<FinishAnswer, TaskError> {
         let p = prefix(&r.stack, &r.deploy_id);
         if self.exists(&format!("{p}failed")).await? {
-            return self.fail(r).await;
+            return Ok(FinishAnswer::Ended(self.fail(r).await?));
+        }
+        if let Some(again) = self.again(&r, Phase::Cleanup).await? {
+            return Ok(FinishAnswer::Again(again));
         }
         let d = self.deployment(&r.stack, &r.deploy_id).await?;
         let outputs = d.finish().await?;
         self.forget_secrets(&r.stack, &r.deploy_id).await?;
         let partial = self.exists(&format!("{p}partial")).await?;
-        Ok(Ended {
+        Ok(FinishAnswer::Ended(Ended {
             stack: r.stack,
             deploy_id: r.deploy_id,
             status: if partial {
@@ -349,7 +418,7 @@ impl<S: EventStore + 'static> Tasks<S> {
                     .into(),
             }),
             rollback: None,
-        })
+        }))
     }
 
     /// **Fail**, as the state machine runs it: first waits for the calls of the stopped
@@ -576,6 +645,7 @@ mod tests {
             items: vec!["A".into(), "B".into()],
             concurrency: 7,
             parts: vec![],
+            again: None,
         };
         let body = PlanAnswer::of(&Ok(planned.clone()));
         assert_eq!(PlanAnswer::read(&body, "k"), Ok(planned));
@@ -629,11 +699,12 @@ mod tests {
             phase: Phase::Provision,
             execution: None,
             index: None,
+            round: 2,
         };
         let v = serde_json::to_value(&item).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"stack":"app","deployId":"d-1","id":"Queue","phase":"provision"})
+            serde_json::json!({"stack":"app","deployId":"d-1","id":"Queue","phase":"provision","round":2})
         );
         let back: Item = serde_json::from_value(v).unwrap();
         assert_eq!(back, item);
