@@ -114,18 +114,39 @@ pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec
 /// emulator to unpack and copy instead of ~30 MB zipped (108 MB without debug
 /// information), which made an engine install's eleven `CreateFunction` calls take
 /// minutes on 2 cores, past the CLI's 30 s attempt timeout. What runs is the same
-/// executable. Without `cc`, the zip holds the executable without its debug information.
+/// executable. Without `cc`, or for a bootstrap built for another architecture, the zip
+/// holds the executable (without its debug information where `strip` can take it off).
 /// (The arm64 artifact's own test, in `stepfunctions_lambda.rs`, deploys the real zip.)
 pub fn engine_bootstrap_zip() -> &'static [u8] {
     static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
     ZIP.get_or_init(|| {
         let binary = build_engine_bootstrap();
-        let bytes = match launcher(&binary) {
-            Some(launcher) => launcher,
-            None => stripped(&binary),
+        // A bootstrap built for another machine (the arm64 artifact, which the stand-in
+        // runs under qemu by its ELF header) is zipped as it is.
+        let bytes = match (built_for_this_machine(&binary), launcher(&binary)) {
+            (true, Some(launcher)) => launcher,
+            _ => stripped(&binary),
         };
         zip_files(&[("bootstrap", &bytes)])
     })
+}
+
+/// Whether the executable at `path` is built for this machine's architecture (its ELF
+/// header's machine).
+fn built_for_this_machine(path: &Path) -> bool {
+    let here: u16 = if cfg!(target_arch = "aarch64") {
+        183
+    } else {
+        62
+    };
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        use std::io::Read as _;
+        f.read_exact(&mut header)
+    });
+    read.is_ok()
+        && header.starts_with(b"\x7fELF")
+        && u16::from_le_bytes([header[18], header[19]]) == here
 }
 
 /// A program that runs `binary` with its own arguments and environment, compiled with
