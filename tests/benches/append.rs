@@ -153,6 +153,7 @@ async fn run() -> Result<bool, String> {
         since: stackflow_events::event::now(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     lock_store
         .append(

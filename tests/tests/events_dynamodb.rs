@@ -124,6 +124,11 @@ async fn conformance_concurrent_appenders_lose_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_fenced_lock_refuses_new_actions_only() {
+    conformance::fenced_lock_refuses_new_actions_only(&store().await, &unique_name("fence")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn conformance_lease_is_renewed_by_its_holder_only() {
     conformance::lease_is_renewed_by_its_holder_only(&store().await, &unique_name("lease")).await;
 }
@@ -335,6 +340,7 @@ async fn large_bodies_land_in_s3() {
         since: stackflow_events::event::now(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     store
         .append(
@@ -388,6 +394,7 @@ async fn items_follow_the_documented_layout() {
         since: "2024-05-01T12:00:00.000Z".into(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let event = NewEvent::new("d1/Queue/create/done", created("Queue", 3));
     store

@@ -356,6 +356,7 @@ async fn a_runs_last_events_and_its_release_share_one_transaction() {
         since: "2026-12-06T00:00:00Z".into(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let taken = NewEvent::new(
         "d1/lock",

@@ -23,6 +23,7 @@ fn locked_run(n: usize) -> Vec<(NewEvent, Precondition)> {
         since: "2026-01-01T00:00:00Z".into(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let take = Event::LockTaken {
         holder: holder.clone(),

@@ -67,9 +67,56 @@ async fn deploy_failing_deploy_and_destroy_run_as_executions() {
             "G": {"Type": "AWS::SQS::Queue", "DependsOn": "F", "Properties": {"VisibilityTimeout": 999999}}
         }
     }));
-    let (status, _, error) = rig.deploy(&input(&stack, v2)).await;
+    let req = rig.upload(&input(&stack, v2), None).await;
+    let arn = rig
+        .start("deploy", serde_json::to_value(req).unwrap())
+        .await;
+    let (status, _, error, _) = rig.wait_counted(&arn).await;
     assert_eq!(status, ExecutionStatus::Failed, "{error}");
     assert!(error.contains("Stackflow.DeployFailed"), "{error}");
+    // G's task failed with Stackflow.ActionFailed, naming G only (its error text, which
+    // may quote what was sent, stays in the stack's events): that failed the Map, whose
+    // Catch went to Fail; Conclude never ran.
+    let history = rig.history(&arn).await;
+    let failures: Vec<(String, String)> = history
+        .iter()
+        .filter_map(|e| {
+            let (error, cause) = match (
+                e.task_failed_event_details(),
+                e.activity_failed_event_details(),
+            ) {
+                (Some(d), _) => (d.error(), d.cause()),
+                (_, Some(d)) => (d.error(), d.cause()),
+                _ => return None,
+            };
+            Some((error?.to_string(), cause.unwrap_or_default().to_string()))
+        })
+        .collect();
+    let action_failed: Vec<&(String, String)> = failures
+        .iter()
+        .filter(|(error, _)| error == "Stackflow.ActionFailed")
+        .collect();
+    assert_eq!(action_failed.len(), 1, "{failures:#?}");
+    assert!(action_failed[0].1.contains("G failed"), "{failures:#?}");
+    assert!(!action_failed[0].1.contains("999999"), "{failures:#?}");
+    let entered = |name: &str| {
+        history.iter().any(|e| {
+            e.state_entered_event_details()
+                .is_some_and(|d| d.name() == name)
+        })
+    };
+    assert!(
+        entered("Fail") && !entered("Conclude"),
+        "the Map's Catch ran Fail"
+    );
+    let fenced = rig
+        .store
+        .as_ref()
+        .read_all_for_test(&stream)
+        .await
+        .into_iter()
+        .any(|e| matches!(e, stackflow_events::Event::ActionsFenced { .. }));
+    assert!(fenced, "Fail fenced the lock before it rolled back");
     let after = load_state(rig.store.as_ref(), &stream).await.unwrap();
     assert_eq!(after.resources.len(), 5, "F was rolled back");
     assert!(after.lock.is_none());

@@ -141,6 +141,7 @@ async fn a_failed_destroy_releases_only_its_own_lock_and_says_why() {
             since: stackflow_events::event::now(),
             operation: "deploy".into(),
             expires: None,
+            fenced: None,
         };
         (
             NewEvent::new(

@@ -285,6 +285,9 @@ fn outcome(event: &Event) -> String {
                 .collect();
             format!("throttled calls retried: {}", each.join(", "))
         }
+        Event::ActionsFenced { deploy_id } => {
+            format!("{deploy_id} failed: no new action begins")
+        }
         Event::LockReleased { deploy_id } => deploy_id.clone(),
         Event::LockBroken { by, previous } => {
             format!("by {by}, was {} ({})", previous.who, previous.deploy_id)

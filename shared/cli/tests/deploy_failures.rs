@@ -1172,6 +1172,7 @@ async fn record_killed_deploy(sf: &Stackflow, stack: &str, events: Vec<Event>) {
         since: now(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let started = Event::DeployStarted {
         deploy_id: KILLED.into(),

@@ -75,6 +75,7 @@ async fn record_history(dir: &Path) {
         since: "2026-11-29T12:00:00.000Z".into(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let events = vec![
         (
@@ -385,6 +386,7 @@ async fn events_follow_prints_what_is_appended_after_it_started() {
             since: "2026-11-29T12:00:00.000Z".into(),
             operation: "deploy".into(),
             expires: None,
+            fenced: None,
         },
         by: "someone".into(),
     };

@@ -332,6 +332,7 @@ pub(crate) fn holder(id: &str, who: &str, operation: &str) -> Holder {
         since: stackflow_events::event::now(),
         operation: operation.to_string(),
         expires: None,
+        fenced: None,
     }
 }
 

@@ -164,6 +164,8 @@ pub enum RunEvent {
     Marked,
     /// `EventsRewritten` (a scrub).
     Rewritten,
+    /// `ActionsFenced` (a failing deploy on Step Functions).
+    Fenced,
 }
 
 /// A run-level event about one item (a resource, a repair, an invocation's tally).
@@ -215,6 +217,7 @@ pub fn run_key(run: &str, what: RunEvent) -> String {
         RunEvent::Checked => "checked",
         RunEvent::Marked => "marked",
         RunEvent::Rewritten => "rewritten",
+        RunEvent::Fenced => "fenced",
     };
     format!("{run}/{what}")
 }

@@ -35,6 +35,7 @@ mod tests {
             since: "2026-12-01T08:00:00.000Z".into(),
             operation: "deploy".into(),
             expires: expires.map(str::to_string),
+            fenced: None,
         }
     }
 

@@ -163,6 +163,9 @@ pub(crate) struct Step<'a, S> {
     pub op: Operation,
     /// What is done, and how it is called.
     kind: StepKind<'a>,
+    /// Its intent needs the lock open ([`Precondition::HoldsOpenLock`]): a forward action
+    /// of a deploy on Step Functions, refused once the deploy's Fail fenced the lock.
+    open_lock: bool,
 }
 
 impl<'a, S: EventStore> Step<'a, S> {
@@ -185,7 +188,15 @@ impl<'a, S: EventStore> Step<'a, S> {
             resource_type,
             op: kind.operation(),
             kind,
+            open_lock: false,
         }
+    }
+
+    /// This step's intent is refused ([`stackflow_events::StoreError::Fenced`]) once the
+    /// run's lock is fenced, when `yes` (an undo's never is).
+    pub fn fenced_by_lock(mut self, yes: bool) -> Step<'a, S> {
+        self.open_lock = yes && self.op != Operation::Undo;
+        self
     }
 
     async fn append(&self, phase: Phase, event: Event) -> Result<(), EngineError> {
@@ -208,27 +219,36 @@ impl<'a, S: EventStore> Step<'a, S> {
         request
     }
 
-    /// Announces the call: appended before it is made.
+    /// Announces the call: appended before it is made (under an open lock, for a step
+    /// [`Step::fenced_by_lock`]).
     pub async fn intent(
         &self,
         provider: ProviderKind,
         physical_id: Option<String>,
         properties: Option<Map<String, Value>>,
     ) -> Result<(), EngineError> {
-        self.append(
-            Phase::Intent,
-            Event::ResourceIntent {
-                deploy_id: self.deploy_id.to_string(),
-                logical_id: self.logical_id.to_string(),
-                resource_type: self.resource_type.to_string(),
-                operation: self.op,
-                token: self.key.token().to_string(),
-                provider,
-                physical_id,
-                properties,
-            },
-        )
-        .await
+        let open;
+        let pre = match self.pre {
+            Precondition::HoldsLock(id) if self.open_lock => {
+                open = Precondition::HoldsOpenLock(id.clone());
+                &open
+            }
+            pre => pre,
+        };
+        let event = Event::ResourceIntent {
+            deploy_id: self.deploy_id.to_string(),
+            logical_id: self.logical_id.to_string(),
+            resource_type: self.resource_type.to_string(),
+            operation: self.op,
+            token: self.key.token().to_string(),
+            provider,
+            physical_id,
+            properties,
+        };
+        self.rec
+            .append(self.key.event(Phase::Intent), event, pre)
+            .await?;
+        Ok(())
     }
 
     /// A resource was made (`replaces`: the physical id of its predecessor).

@@ -10,8 +10,10 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use stackflow_engine::deploy::{Deployment, Started, TASK_BOUND};
 use stackflow_engine::sfn::deadline::within;
-use stackflow_engine::{StackStatus, deploy_stack, destroy_stack_as, rollback_stack_as};
-use stackflow_events::Event;
+use stackflow_engine::{
+    EngineError, StackStatus, deploy_stack, destroy_stack_as, rollback_stack_as,
+};
+use stackflow_events::{Event, StoreError};
 use support::*;
 
 async fn begin(rig: &Rig, i: &stackflow_engine::stack::StackInput) -> Arc<Deployment<FaultStore>> {
@@ -64,6 +66,81 @@ async fn a_failed_deploy_waits_for_a_running_call_and_undoes_what_it_made() {
         rig.cloud.world()
     );
     let state = rig.state("late").await;
+    assert!(state.pending.is_empty() && state.lock.is_none());
+}
+
+/// Fail fences the lock first: an action that had not begun by then (an iteration the
+/// failed `Map` did not stop in time) is refused its intent and calls nothing, while the
+/// call already running records its outcome, and the rollback undoes it.
+#[tokio::test]
+async fn a_fenced_deploy_begins_no_action_and_the_running_one_still_lands() {
+    let rig = Rig::new();
+    let i = input(
+        "fence",
+        json!({"Resources": {
+            "Slow": {"Type": "AWS::SQS::Queue"},
+            "Bad": {"Type": "AWS::SQS::Queue"},
+            "Late": {"Type": "AWS::SQS::Queue"}
+        }}),
+    );
+    let gate = rig.cloud.block_once(Op::Create, "Slow");
+    rig.cloud.fail_once(Op::Create, "Bad");
+    let (d, _) = Deployment::begin(rig.engine.clone(), i.clone(), options())
+        .await
+        .expect("the deploy begins");
+    let mut d = d.expect("there is something to do");
+    d.fenced_by_lock = true;
+    let d = Arc::new(d);
+    let slow = tokio::spawn({
+        let d = d.clone();
+        async move { d.provision("Slow").await }
+    });
+    gate.entered().await;
+    assert!(d.provision("Bad").await.unwrap().is_err(), "Bad failed");
+    d.fence().await.expect("the holder fences its lock");
+    d.fence().await.expect("a retried Fail fences again");
+    let lock = rig.state("fence").await.lock.expect("still held");
+    assert!(lock.fenced.is_some(), "the fold shows the fence: {lock:?}");
+    match d.provision("Late").await {
+        Err(EngineError::Store(StoreError::Fenced { deploy_id })) => {
+            assert_eq!(deploy_id, d.deploy_id)
+        }
+        other => panic!("an action after the fence must be refused, got {other:?}"),
+    }
+    let late_intent = rig.events("fence").await.into_iter().any(
+        |e| matches!(&e.event, Event::ResourceIntent { logical_id, .. } if logical_id == "Late"),
+    );
+    assert!(!late_intent, "no intent of Late is recorded");
+    assert!(
+        !rig.cloud.calls().iter().any(|c| c.logical_id == "Late"),
+        "no call was made for Late"
+    );
+    assert!(
+        rig.cloud.physical_ids("fence", "Late").is_empty(),
+        "Late was never created: {:#?}",
+        rig.cloud.world()
+    );
+    assert_eq!(
+        d.settle_started(SystemTime::now(), TASK_BOUND)
+            .await
+            .unwrap(),
+        Started::Running(vec!["Slow".into()]),
+        "the call that began before the fence is waited for"
+    );
+    gate.release();
+    assert!(
+        slow.await.unwrap().unwrap().is_ok(),
+        "Slow's outcome is recorded under the fenced lock"
+    );
+    assert_eq!(
+        d.settle_started(SystemTime::now(), TASK_BOUND)
+            .await
+            .unwrap(),
+        Started::Settled(0)
+    );
+    d.fail(None, "an action failed", true).await.unwrap();
+    assert!(rig.cloud.world().is_empty(), "{:#?}", rig.cloud.world());
+    let state = rig.state("fence").await;
     assert!(state.pending.is_empty() && state.lock.is_none());
 }
 

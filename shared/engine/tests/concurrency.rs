@@ -147,6 +147,7 @@ async fn an_expired_lease_is_broken_recorded_and_taken() {
         since: "2026-01-01T00:00:00.000Z".into(),
         operation: "deploy".into(),
         expires: Some("2026-01-01T00:02:00.000Z".into()),
+        fenced: None,
     };
     rig.store
         .append(

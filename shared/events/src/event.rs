@@ -83,6 +83,12 @@ pub struct Holder {
     /// held until released or broken explicitly (a Step Functions execution's lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
+    /// Since when (RFC 3339) the run that holds it begins no new action: set by an
+    /// `ActionsFenced` append when a deploy on Step Functions starts to fail
+    /// ([`crate::store::Precondition::FenceLock`]). Its holder still records outcomes,
+    /// undoes and releases the lock; a forward action's intent is refused. `None`: open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<String>,
 }
 
 /// Why a resource has no drift baseline.
@@ -428,6 +434,14 @@ pub enum Event {
         /// Per service, in name order.
         services: Vec<ServiceThrottling>,
     },
+    /// A failing deploy begins no new action: appended with the fence on its lock
+    /// ([`crate::store::Precondition::FenceLock`]), before its Fail looks for the calls
+    /// still running and rolls back. No forward action's `ResourceIntent` of the deploy
+    /// follows it.
+    ActionsFenced {
+        /// The deploy.
+        deploy_id: String,
+    },
     /// The lock was released.
     LockReleased {
         /// The deploy that held it.
@@ -497,6 +511,7 @@ event_types!(
     EventsRewritten,
     LockTaken,
     Throttled,
+    ActionsFenced,
     LockReleased,
     LockBroken,
 );

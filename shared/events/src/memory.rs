@@ -140,6 +140,11 @@ impl Streams {
             LockChange::Release => {
                 self.locks.remove(stream);
             }
+            LockChange::Fence => {
+                if let Some(holder) = self.locks.get_mut(stream) {
+                    holder.fenced = Some(now());
+                }
+            }
         }
         Ok(())
     }

@@ -406,7 +406,8 @@ fn insert(tx: &Transaction<'_>, shown: &str, stream: &StreamId, row: &Pending) -
     Ok(from_sql_seq(seq))
 }
 
-/// Checks `pre` against the `locks` table and applies it (take or release), inside `tx`.
+/// Checks `pre` against the `locks` table and applies it (take, release or fence), inside
+/// `tx`.
 fn apply_precondition(
     tx: &Transaction<'_>,
     shown: &str,
@@ -426,6 +427,17 @@ fn apply_precondition(
             Ok(())
         }
         LockChange::Release => delete_lock(tx, shown, stream),
+        LockChange::Fence => {
+            // (`check` answers `Fence` only to the holder)
+            let Some(mut holder) = current else {
+                return Ok(());
+            };
+            holder.fenced = Some(now());
+            tx.prepare_cached("UPDATE locks SET holder = ?2 WHERE stream = ?1")
+                .and_then(|mut stmt| stmt.execute([stream, &holder_to_json(&holder)]))
+                .map_err(backend(shown, "fence the lock"))?;
+            Ok(())
+        }
     }
 }
 

@@ -58,6 +58,15 @@ pub enum Precondition {
     /// The given deploy must hold the lock, which is released with the append. When no
     /// one holds it any more, the append still happens (a retried release).
     ReleaseLock(String),
+    /// The given deploy must hold the lock, and the lock must not be fenced: the intent of
+    /// a forward action of a deploy on Step Functions ([`StoreError::Fenced`] once its Fail
+    /// began).
+    HoldsOpenLock(String),
+    /// The given deploy must hold the lock, which is fenced with the append (its
+    /// [`Holder::fenced`] set, kept when it was already): from then on, appends under
+    /// [`Precondition::HoldsOpenLock`] are refused, every other append of the holder goes
+    /// on. The fence ends with the lock.
+    FenceLock(String),
 }
 
 /// What an append does to the stream's lock, once its precondition held.
@@ -69,6 +78,8 @@ pub enum LockChange {
     Take(Holder),
     /// The lock is released.
     Release,
+    /// The lock is fenced (its holder's `fenced` set, when it was not).
+    Fence,
 }
 
 impl Precondition {
@@ -85,21 +96,39 @@ impl Precondition {
                 Ok(LockChange::Keep)
             }
             (Precondition::TakeLock(_), Some(now)) => Err(StoreError::Locked {
-                holder: now.clone(),
+                holder: Box::new(now.clone()),
             }),
             (Precondition::HoldsLock(id), Some(now)) if now.deploy_id == *id => {
                 Ok(LockChange::Keep)
+            }
+            (Precondition::HoldsOpenLock(id), Some(now)) if now.deploy_id == *id => {
+                match now.fenced {
+                    None => Ok(LockChange::Keep),
+                    Some(_) => Err(StoreError::Fenced {
+                        deploy_id: id.clone(),
+                    }),
+                }
+            }
+            (Precondition::FenceLock(id), Some(now)) if now.deploy_id == *id => {
+                Ok(match now.fenced {
+                    None => LockChange::Fence,
+                    Some(_) => LockChange::Keep,
+                })
             }
             (Precondition::ReleaseLock(_), None) => Ok(LockChange::Keep),
             (Precondition::ReleaseLock(id), Some(now)) if now.deploy_id == *id => {
                 Ok(LockChange::Release)
             }
-            (Precondition::HoldsLock(id) | Precondition::ReleaseLock(id), now) => {
-                Err(StoreError::NotHolder {
-                    deploy_id: id.clone(),
-                    holder: now.cloned().map(Box::new),
-                })
-            }
+            (
+                Precondition::HoldsLock(id)
+                | Precondition::ReleaseLock(id)
+                | Precondition::HoldsOpenLock(id)
+                | Precondition::FenceLock(id),
+                now,
+            ) => Err(StoreError::NotHolder {
+                deploy_id: id.clone(),
+                holder: now.cloned().map(Box::new),
+            }),
         }
     }
 }
@@ -139,7 +168,7 @@ pub enum StoreError {
     )]
     Locked {
         /// The holder.
-        holder: Holder,
+        holder: Box<Holder>,
     },
     /// The append needed the lock, and the deploy does not hold it.
     #[error("deploy {deploy_id} does not hold the stack's lock{}", match .holder { Some(h) => format!(" (held by {} for {})", h.who, h.deploy_id), None => String::new() })]
@@ -148,6 +177,13 @@ pub enum StoreError {
         deploy_id: String,
         /// Who holds it instead, if anyone.
         holder: Option<Box<Holder>>,
+    },
+    /// The deploy holds the lock, but its lock is fenced: it began failing, and no new
+    /// action of it may begin.
+    #[error("deploy {deploy_id} is failing: its lock is fenced, and no new action of it begins")]
+    Fenced {
+        /// The deploy.
+        deploy_id: String,
     },
     /// A stored event could not be read.
     #[error("stream {stream}: event {seq}: {source}")]

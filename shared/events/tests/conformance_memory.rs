@@ -44,6 +44,11 @@ async fn ordered_appends_end_a_run() {
 }
 
 #[tokio::test]
+async fn fenced_lock_refuses_new_actions_only() {
+    conformance::fenced_lock_refuses_new_actions_only(&MemoryStore::new(), PREFIX).await;
+}
+
+#[tokio::test]
 async fn broken_lock() {
     conformance::broken_lock(&MemoryStore::new(), PREFIX).await;
 }
@@ -97,6 +102,7 @@ fn holder(deploy_id: &str) -> Holder {
         since: "2024-05-01T12:00:00Z".to_string(),
         operation: "deploy".to_string(),
         expires: None,
+        fenced: None,
     }
 }
 
@@ -144,7 +150,7 @@ async fn clones_share_the_streams() {
         )
         .await
     {
-        Err(StoreError::Locked { holder: h }) => assert_eq!(h, holder("d1")),
+        Err(StoreError::Locked { holder: h }) => assert_eq!(*h, holder("d1")),
         other => panic!("the clone sees the lock, got {other:?}"),
     }
     assert!(

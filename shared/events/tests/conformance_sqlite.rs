@@ -89,6 +89,12 @@ async fn lock_is_exclusive() {
 }
 
 #[tokio::test]
+async fn fenced_lock_refuses_new_actions_only() {
+    let (_dir, store) = fresh("fence");
+    conformance::fenced_lock_refuses_new_actions_only(&store, PREFIX).await;
+}
+
+#[tokio::test]
 async fn broken_lock() {
     let (_dir, store) = fresh("broken-lock");
     conformance::broken_lock(&store, PREFIX).await;
@@ -135,6 +141,7 @@ fn holder(deploy_id: &str) -> Holder {
         since: "2024-05-01T12:00:00Z".to_string(),
         operation: "deploy".to_string(),
         expires: None,
+        fenced: None,
     }
 }
 
@@ -190,7 +197,7 @@ async fn two_stores_on_one_file_share_locks_and_events() {
             let StoreError::Locked { holder: h } = &e else {
                 unreachable!()
             };
-            assert_eq!(h, &holder("d1"), "the refusal names the holder");
+            assert_eq!(**h, holder("d1"), "the refusal names the holder");
             let message = e.to_string();
             assert!(
                 message.contains("d1@host") && message.contains("d1"),
@@ -275,7 +282,7 @@ async fn stores_on_one_file_race_for_the_lock() {
     for result in &results {
         match result {
             Ok(_) => {}
-            Err(StoreError::Locked { holder }) => assert_eq!(holder, &winner),
+            Err(StoreError::Locked { holder }) => assert_eq!(**holder, winner),
             Err(e) => panic!("a loser must be told who holds the lock, got {e:?}"),
         }
     }

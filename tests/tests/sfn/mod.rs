@@ -402,6 +402,28 @@ impl Rig {
             .unwrap();
     }
 
+    /// Every event of execution `arn`'s history, all pages.
+    pub async fn history(&self, arn: &str) -> Vec<aws_sdk_sfn::types::HistoryEvent> {
+        let mut events = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let page = self
+                .sfn
+                .get_execution_history()
+                .execution_arn(arn)
+                .max_results(1000)
+                .set_next_token(next.clone())
+                .send()
+                .await
+                .unwrap();
+            events.extend(page.events().iter().cloned());
+            match page.next_token() {
+                Some(t) => next = Some(t.to_string()),
+                None => return events,
+            }
+        }
+    }
+
     /// Waits until the execution `arn` has entered the state `name` (at most a minute).
     pub async fn entered(&self, arn: &str, name: &str) -> bool {
         self.history_shows(arn, |e| {

@@ -73,6 +73,11 @@ pub struct Deployment<S> {
     pub options: DeployOptions,
     /// The drift baseline reads started and not settled yet.
     pub observations: Observations,
+    /// The intents of its provision actions need the lock open
+    /// ([`stackflow_events::Precondition::HoldsOpenLock`]): a deploy on Step Functions, whose
+    /// Fail fences the lock before it looks for running calls, so that an iteration the
+    /// failed `Map` did not stop in time begins nothing the rollback would not see.
+    pub fenced_by_lock: bool,
 }
 
 /// A planned deploy, as stored for tasks that run elsewhere (Step Functions): everything a
@@ -153,6 +158,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             sealed: Sealed::default(),
             options,
             observations: Observations::default(),
+            fenced_by_lock: false,
         })
     }
 
@@ -243,6 +249,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             (id, resource_type),
             kind,
         )
+        .fenced_by_lock(self.fenced_by_lock)
     }
 
     /// Runs `f` with a resolver of this deploy's template over the state now (resources

@@ -155,6 +155,7 @@ impl<S: EventStore + 'static> Deployment<S> {
             sealed: Sealed::default(),
             options,
             observations: Default::default(),
+            fenced_by_lock: false,
         };
         report.recovered = deployment.settle_or_release().await?;
         Ok((Some(deployment), report))

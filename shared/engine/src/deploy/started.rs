@@ -10,12 +10,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use stackflow_events::EventStore;
-use stackflow_events::event::Operation;
+use stackflow_events::event::{Event, Operation};
 use stackflow_events::projection::{PendingIntent, StackState};
+use stackflow_events::{EventStore, Precondition};
 
 use super::Deployment;
 use crate::engine::EngineError;
+use crate::keys::{RunEvent, run_key};
 use crate::reconcile::reconcile_one;
 
 /// How long a call may still run after its intent was recorded: Lambda's 15 minutes, and
@@ -65,6 +66,22 @@ pub enum Started {
 }
 
 impl<S: EventStore + 'static> Deployment<S> {
+    /// Fences this deploy's lock (`ActionsFenced`): from now on no provision action of it
+    /// begins ([`Deployment::fenced_by_lock`]), so [`Deployment::settle_started`] sees
+    /// every intent there will be. A second fence (a retried Fail) changes nothing.
+    pub async fn fence(&self) -> Result<(), EngineError> {
+        self.recorder
+            .append(
+                run_key(&self.deploy_id, RunEvent::Fenced),
+                Event::ActionsFenced {
+                    deploy_id: self.deploy_id.clone(),
+                },
+                &Precondition::FenceLock(self.deploy_id.clone()),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Looks at this deploy's intents without an outcome, as of `now`: while one is
     /// younger than `bound` its call may still be running ([`Started::Running`]);
     /// otherwise each one is settled (replayed with its own token, as the next deploy's

@@ -237,6 +237,7 @@ async fn import_one<S: EventStore + 'static>(
         sealed: Default::default(),
         options: DeployOptions::new(),
         observations: Default::default(),
+        fenced_by_lock: false,
     };
     let outcome = run(&d, options, source).await;
     let outputs = source.and_then(|_| d.outputs().ok().map(|(o, _)| o));

@@ -525,6 +525,7 @@ async fn a_scrub_breaks_a_lock_whose_lease_ended_and_leases_its_own() {
         since: "2020-01-01T00:00:00Z".into(),
         operation: "deploy".into(),
         expires: Some("2020-01-01T00:02:00Z".into()),
+        fenced: None,
     };
     let taken = NewEvent::new(
         "d-gone/locked".to_string(),

@@ -237,7 +237,10 @@ impl<S: EventStore + 'static> Tasks<S> {
         let doc: PlanDocument = self
             .json(&format!("{}plan.json", prefix(stack, deploy_id)))
             .await?;
-        Ok(Deployment::resume(self.engine.clone(), doc).await?)
+        let mut d = Deployment::resume(self.engine.clone(), doc).await?;
+        // (its Fail fences the lock: `Tasks::fail_or_wait`)
+        d.fenced_by_lock = true;
+        Ok(d)
     }
 
     /// The dependencies of each item of a phase, as stored when the phase was planned.

@@ -21,11 +21,14 @@ pub enum ErrorKind {
     /// The task's deadline came before its work was done: run it again, and it resumes
     /// (not a failure; the state machines retry it, see [`super::deadline`]).
     Again,
+    /// A provision action failed, and its failure is recorded: the iteration fails, so
+    /// the `Map` stops the others (nothing queued starts) and its `Catch` runs Fail.
+    ActionFailed,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 8] = [
         ErrorKind::Locked,
         ErrorKind::Store,
         ErrorKind::Template,
@@ -33,6 +36,7 @@ impl ErrorKind {
         ErrorKind::Aws,
         ErrorKind::Internal,
         ErrorKind::Again,
+        ErrorKind::ActionFailed,
     ];
 
     /// The name Step Functions sees.
@@ -45,12 +49,13 @@ impl ErrorKind {
             ErrorKind::Aws => "Stackflow.Aws",
             ErrorKind::Internal => "Stackflow.Internal",
             ErrorKind::Again => "Stackflow.Again",
+            ErrorKind::ActionFailed => "Stackflow.ActionFailed",
         }
     }
 }
 
 /// Every error name a handler returns to Step Functions (what `Retry` and `Catch` match).
-pub const ERROR_NAMES: [&str; 7] = [
+pub const ERROR_NAMES: [&str; 8] = [
     "Stackflow.Locked",
     "Stackflow.Store",
     "Stackflow.Template",
@@ -58,6 +63,7 @@ pub const ERROR_NAMES: [&str; 7] = [
     "Stackflow.Aws",
     "Stackflow.Internal",
     "Stackflow.Again",
+    "Stackflow.ActionFailed",
 ];
 
 /// A handler's failure, as Step Functions sees it: a kind and a message.

@@ -210,7 +210,14 @@ impl<S: EventStore + 'static> Tasks<S> {
                 };
                 self.start_part(&req.machine, &name, &input).await?;
             }
-            self.part_ended(&arn).await?;
+            if !self.part_ended(&arn).await? {
+                // The round's `Map` failed: one of its provision actions failed (the
+                // marker says so), and the phase stops. Anything else is an error.
+                if self.exists(&marker).await? {
+                    return Ok((true, round));
+                }
+                return Err(self.part_failed(&arn).await);
+            }
             round += 1;
         }
     }
@@ -307,8 +314,8 @@ impl<S: EventStore + 'static> Tasks<S> {
         }
     }
 
-    /// Waits until execution `arn` ends: `Ok` when it succeeded.
-    async fn part_ended(&self, arn: &str) -> Result<(), TaskError> {
+    /// Waits until execution `arn` ends: whether it succeeded.
+    async fn part_ended(&self, arn: &str) -> Result<bool, TaskError> {
         loop {
             let Some(d) = self.described(arn).await? else {
                 return Err(TaskError::new(
@@ -320,20 +327,34 @@ impl<S: EventStore + 'static> Tasks<S> {
                 ExecutionStatus::Running | ExecutionStatus::PendingRedrive => {
                     tokio::time::sleep(POLL).await
                 }
-                ExecutionStatus::Succeeded => return Ok(()),
-                other => {
-                    return Err(TaskError::new(
-                        ErrorKind::Internal,
-                        format!(
-                            "the part's execution {arn} ended {}: {}: {}",
-                            other.as_str(),
-                            d.error().unwrap_or("no error"),
-                            d.cause().unwrap_or("no cause")
-                        ),
-                    ));
-                }
+                ExecutionStatus::Succeeded => return Ok(true),
+                _ => return Ok(false),
             }
         }
+    }
+
+    /// The error of a part's execution `arn` that ended otherwise than by success, and
+    /// not because an action failed.
+    async fn part_failed(&self, arn: &str) -> TaskError {
+        let described = match self.described(arn).await {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                return TaskError::new(
+                    ErrorKind::Aws,
+                    format!("DescribeExecution {arn}: the execution does not exist"),
+                );
+            }
+            Err(e) => return e,
+        };
+        TaskError::new(
+            ErrorKind::Internal,
+            format!(
+                "the part's execution {arn} ended {}: {}: {}",
+                described.status.as_str(),
+                described.error().unwrap_or("no error"),
+                described.cause().unwrap_or("no cause")
+            ),
+        )
     }
 }
 

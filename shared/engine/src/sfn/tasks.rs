@@ -14,8 +14,8 @@
 
 use std::sync::Arc;
 
-use stackflow_events::EventStore;
 use stackflow_events::event::{ErrorInfo, Event};
+use stackflow_events::{EventStore, StoreError};
 
 pub use super::dispatch::TASK_NAMES;
 pub use super::errors::{ERROR_NAMES, ErrorKind, TaskError};
@@ -283,7 +283,18 @@ impl<S: EventStore + 'static> Tasks<S> {
                 deadline,
             ));
         };
-        let outcome = outcome?;
+        let outcome = match outcome {
+            // The deploy's Fail fenced the lock before this action began (the `Map` that
+            // failed did not stop this iteration in time): it begins nothing.
+            Err(EngineError::Store(StoreError::Fenced { .. })) => {
+                return Ok(ItemResult {
+                    id: item.id.clone(),
+                    outcome: "not-started".into(),
+                    error: None,
+                });
+            }
+            other => other?,
+        };
         match outcome {
             Ok(done) => {
                 self.put(
@@ -309,6 +320,18 @@ impl<S: EventStore + 'static> Tasks<S> {
             }
             Err(failure) => {
                 self.stop_phase(item, Vec::new()).await?;
+                if item.phase == Phase::Provision {
+                    // The iteration fails, so the `Map` stops the others, queued ones
+                    // included, and its `Catch` runs Fail. The error names the resource
+                    // only: its own text is in the stack's events, masked.
+                    return Err(TaskError::new(
+                        ErrorKind::ActionFailed,
+                        format!(
+                            "{} failed (see the stack's events); deploy {} stops",
+                            item.id, item.deploy_id
+                        ),
+                    ));
+                }
                 Ok(ItemResult {
                     id: item.id.clone(),
                     outcome: "failed".into(),
@@ -421,8 +444,10 @@ impl<S: EventStore + 'static> Tasks<S> {
         }))
     }
 
-    /// **Fail**, as the state machine runs it: first waits for the calls of the stopped
-    /// iterations (a `Map` that failed stops them, but their Lambda invocations run on):
+    /// **Fail**, as the state machine runs it: first fences the lock
+    /// ([`Deployment::fence`]: an iteration the failed `Map` did not stop in time begins no
+    /// action), then waits for the calls of the stopped iterations (a `Map` that failed
+    /// stops them, but their Lambda invocations run on):
     /// while an intent of this deploy without an outcome is younger than a task's longest
     /// run ([`TASK_BOUND`]), answers [`Waiting`] (the state machine waits and runs Fail
     /// again); after that, settles them and fails the deploy ([`Tasks::fail`]), so the
@@ -437,6 +462,9 @@ impl<S: EventStore + 'static> Tasks<S> {
         let work = async {
             let d = self.deployment(&r.stack, &r.deploy_id).await?;
             if holds_lock(&d) {
+                // First the fence: an iteration still running begins no action after it,
+                // so the intents looked at next are all there will be.
+                d.fence().await?;
                 let now = std::time::SystemTime::now();
                 if let Started::Running(ids) = d.settle_started(now, TASK_BOUND).await? {
                     return Ok(FailAnswer::Wait(Waiting::new(r, ids)));

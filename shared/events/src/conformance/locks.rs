@@ -28,7 +28,7 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
         .await
     {
         Err(StoreError::Locked { holder }) => {
-            assert_eq!(holder, h1, "Locked must name the holder")
+            assert_eq!(*holder, h1, "Locked must name the holder")
         }
         other => panic!("TakeLock on a held lock must be Locked, got {other:?}"),
     }
@@ -208,7 +208,7 @@ pub async fn lock_is_exclusive<S: EventStore>(store: &S, prefix: &str) {
         match result {
             Ok(_) => {}
             Err(StoreError::Locked { holder }) => assert_eq!(
-                holder, &winner,
+                **holder, winner,
                 "racer {i} was refused naming another holder than the winner"
             ),
             Err(e) => panic!("racer {i} must be refused with Locked, got {e:?}"),
@@ -520,4 +520,177 @@ fn release_event(key: impl Into<String>, id: &str) -> NewEvent {
             deploy_id: id.into(),
         },
     )
+}
+
+fn intent(deploy_id: &str, logical_id: &str) -> Event {
+    Event::ResourceIntent {
+        deploy_id: deploy_id.to_string(),
+        logical_id: logical_id.to_string(),
+        resource_type: "AWS::SQS::Queue".to_string(),
+        operation: crate::event::Operation::Create,
+        token: format!("{deploy_id}/{logical_id}"),
+        provider: ProviderKind::CloudControl,
+        physical_id: None,
+        properties: None,
+    }
+}
+
+/// A fenced lock refuses the intents of new actions ([`Precondition::HoldsOpenLock`]) with
+/// [`StoreError::Fenced`], and nothing else: its holder still appends outcomes, retries
+/// an intent already stored, fences again and releases the lock. Only the holder fences,
+/// and the fence ends with the lock.
+pub async fn fenced_lock_refuses_new_actions_only<S: EventStore>(store: &S, prefix: &str) {
+    let stream = stream(prefix, "fence");
+    let open = Precondition::HoldsOpenLock("d1".into());
+    let fence = Precondition::FenceLock("d1".into());
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/start", deploy_started("d1")),
+                &Precondition::TakeLock(holder("d1")),
+            )
+            .await,
+        "TakeLock",
+    );
+    let early = NewEvent::new("d1/A/create/intent", intent("d1", "A"));
+    ok(
+        store.append(&stream, &early, &open).await,
+        "an intent under an open lock",
+    );
+    match store
+        .append(
+            &stream,
+            &NewEvent::new(
+                "d2/fence",
+                Event::ActionsFenced {
+                    deploy_id: "d2".into(),
+                },
+            ),
+            &Precondition::FenceLock("d2".into()),
+        )
+        .await
+    {
+        Err(StoreError::NotHolder { deploy_id, .. }) => assert_eq!(deploy_id, "d2"),
+        other => panic!("FenceLock by a deploy that does not hold the lock: {other:?}"),
+    }
+    let fenced = NewEvent::new(
+        "d1/fence",
+        Event::ActionsFenced {
+            deploy_id: "d1".into(),
+        },
+    );
+    ok(
+        store.append(&stream, &fenced, &fence).await,
+        "FenceLock by the holder",
+    );
+    let held = ok(store.lock_holder(&stream).await, "lock_holder").expect("held");
+    let since = held.fenced.clone().expect("the holder shows its fence");
+    assert_eq!(
+        Holder {
+            fenced: None,
+            ..held
+        },
+        holder("d1"),
+        "the fence changes nothing else of the holder"
+    );
+    let before = count(store, &stream).await;
+    match store
+        .append(
+            &stream,
+            &NewEvent::new("d1/B/create/intent", intent("d1", "B")),
+            &open,
+        )
+        .await
+    {
+        Err(StoreError::Fenced { deploy_id }) => assert_eq!(deploy_id, "d1"),
+        other => panic!("a new intent under a fenced lock must be Fenced, got {other:?}"),
+    }
+    assert_eq!(
+        count(store, &stream).await,
+        before,
+        "a refused intent appends nothing"
+    );
+    assert!(
+        matches!(
+            ok(
+                store.append(&stream, &early, &open).await,
+                "a retried intent"
+            ),
+            Appended::AlreadyThere(_)
+        ),
+        "an intent stored before the fence, appended again, is already there"
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d1/A/create/done", resource_created("d1", "A", "a")),
+                &Precondition::HoldsLock("d1".into()),
+            )
+            .await,
+        "an outcome under a fenced lock",
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new(
+                    "d1/fence-again",
+                    Event::ActionsFenced {
+                        deploy_id: "d1".into(),
+                    },
+                ),
+                &fence,
+            )
+            .await,
+        "a second fence (a retried Fail)",
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder")
+            .and_then(|h| h.fenced)
+            .as_deref(),
+        Some(since.as_str()),
+        "fencing again keeps the first fence's time"
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new(
+                    "d1/release",
+                    Event::LockReleased {
+                        deploy_id: "d1".into(),
+                    },
+                ),
+                &Precondition::ReleaseLock("d1".into()),
+            )
+            .await,
+        "release a fenced lock",
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d3/start", deploy_started("d3")),
+                &Precondition::TakeLock(holder("d3")),
+            )
+            .await,
+        "TakeLock after a fenced lock was released",
+    );
+    assert_eq!(
+        ok(store.lock_holder(&stream).await, "lock_holder"),
+        Some(holder("d3")),
+        "a new lock is open"
+    );
+    ok(
+        store
+            .append(
+                &stream,
+                &NewEvent::new("d3/C/create/intent", intent("d3", "C")),
+                &Precondition::HoldsOpenLock("d3".into()),
+            )
+            .await,
+        "an intent under the new lock",
+    );
 }

@@ -33,7 +33,8 @@ pub use appends::{
     retried_append_is_a_no_op,
 };
 pub use locks::{
-    broken_lock, lease_is_renewed_by_its_holder_only, lock_is_exclusive, ordered_appends_end_a_run,
+    broken_lock, fenced_lock_refuses_new_actions_only, lease_is_renewed_by_its_holder_only,
+    lock_is_exclusive, ordered_appends_end_a_run,
 };
 pub use rewrite::{PLAINTEXT as REWRITTEN_PLAINTEXT, rewrite_replaces_bodies_in_place};
 pub use streams::{snapshots, streams_are_independent_and_listed};
@@ -54,6 +55,7 @@ pub async fn run_all<S: EventStore + 'static>(store: Arc<S>, prefix: &str) {
     conflicting_append_is_detected(&*store, prefix).await;
     concurrent_appenders_lose_nothing(Arc::clone(&store), prefix, DEFAULT_APPENDERS).await;
     lock_is_exclusive(&*store, prefix).await;
+    fenced_lock_refuses_new_actions_only(&*store, prefix).await;
     broken_lock(&*store, prefix).await;
     ordered_appends_end_a_run(&*store, prefix).await;
     lease_is_renewed_by_its_holder_only(&*store, prefix).await;
@@ -80,6 +82,7 @@ fn holder(deploy_id: &str) -> Holder {
         since: "2024-05-01T12:00:00.000Z".to_string(),
         operation: "deploy".to_string(),
         expires: None,
+        fenced: None,
     }
 }
 

@@ -58,7 +58,7 @@ impl Lane {
         };
         let alone = matches!(
             first.pre,
-            Precondition::TakeLock(_) | Precondition::ReleaseLock(_)
+            Precondition::TakeLock(_) | Precondition::ReleaseLock(_) | Precondition::FenceLock(_)
         );
         let mut bytes = pages::inline_bytes(&first.json);
         let mut keys = HashSet::from([first.key.clone()]);
@@ -448,13 +448,23 @@ fn fail(batch: Vec<Request>, error: &StoreError) {
 /// The error of an append whose lock condition failed for good.
 fn refusal(lock: LockOp<'_>, holder: Option<Holder>, table: &str, pk: &str) -> StoreError {
     match (lock, holder) {
-        (LockOp::Take(_), Some(holder)) => StoreError::Locked { holder },
-        (LockOp::Check(id) | LockOp::Release(id) | LockOp::Break(id), holder) => {
-            StoreError::NotHolder {
-                deploy_id: id.to_string(),
-                holder: holder.map(Box::new),
-            }
-        }
+        (LockOp::Take(_), Some(holder)) => StoreError::Locked {
+            holder: Box::new(holder),
+        },
+        (LockOp::CheckOpen(id), Some(holder)) if holder.deploy_id == id => StoreError::Fenced {
+            deploy_id: id.to_string(),
+        },
+        (
+            LockOp::Check(id)
+            | LockOp::CheckOpen(id)
+            | LockOp::Fence(id)
+            | LockOp::Release(id)
+            | LockOp::Break(id),
+            holder,
+        ) => StoreError::NotHolder {
+            deploy_id: id.to_string(),
+            holder: holder.map(Box::new),
+        },
         (_, holder) => StoreError::Backend(format!(
             "DynamoDB table {table}: the lock of {pk} keeps changing (now {holder:?})"
         )),

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
-    ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    ConditionCheck, Delete, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
 use super::append::{Pending, Written};
@@ -20,6 +20,10 @@ pub(super) enum LockOp<'a> {
     Take(&'a Holder),
     /// Checks that this deploy holds it.
     Check(&'a str),
+    /// Checks that this deploy holds it and that it is not fenced.
+    CheckOpen(&'a str),
+    /// Fences it (its `fenced` attribute, kept when set), if this deploy holds it.
+    Fence(&'a str),
     /// Deletes it, if it is free or held by this deploy.
     Release(&'a str),
     /// Deletes it, if this deploy holds it (breaking a lock).
@@ -33,6 +37,8 @@ impl<'a> From<&'a Precondition> for LockOp<'a> {
             Precondition::TakeLock(holder) => LockOp::Take(holder),
             Precondition::HoldsLock(id) => LockOp::Check(id),
             Precondition::ReleaseLock(id) => LockOp::Release(id),
+            Precondition::HoldsOpenLock(id) => LockOp::CheckOpen(id),
+            Precondition::FenceLock(id) => LockOp::Fence(id),
         }
     }
 }
@@ -44,22 +50,35 @@ impl LockOp<'_> {
             LockOp::None => true,
             LockOp::Take(h) => holder.is_none_or(|held| held.deploy_id == h.deploy_id),
             LockOp::Release(id) => holder.is_none_or(|held| held.deploy_id == id),
-            LockOp::Check(id) | LockOp::Break(id) => {
+            LockOp::Check(id) | LockOp::Break(id) | LockOp::Fence(id) => {
                 holder.is_some_and(|held| held.deploy_id == id)
+            }
+            LockOp::CheckOpen(id) => {
+                holder.is_some_and(|held| held.deploy_id == id && held.fenced.is_none())
             }
         }
     }
 }
 
-/// The holder recorded in a `lock` item.
+/// The holder recorded in a `lock` item, with its fence (the item's `fenced` attribute,
+/// which a condition expression can read).
 pub(super) fn holder_of(item: Option<&Item>) -> StoreResult<Option<Holder>> {
-    let Some(json) = item.and_then(|item| get_s(item, "holder")) else {
+    let Some(item) = item else {
         return Ok(None);
     };
-    serde_json::from_str(json)
-        .map(Some)
-        .map_err(|e| StoreError::Backend(format!("the stack's lock item is malformed: {e}")))
+    let Some(json) = get_s(item, "holder") else {
+        return Ok(None);
+    };
+    let mut holder: Holder = serde_json::from_str(json)
+        .map_err(|e| StoreError::Backend(format!("the stack's lock item is malformed: {e}")))?;
+    if let Some(since) = get_s(item, FENCED) {
+        holder.fenced = Some(since.to_string());
+    }
+    Ok(Some(holder))
 }
+
+/// The `lock` item's attribute that fences it: the time it was fenced.
+const FENCED: &str = "fenced";
 
 /// The item of a transaction that applies `lock` to the `lock` item of the stream `pk`, if
 /// any; when its condition fails, the cancellation reason holds the item it found.
@@ -84,11 +103,16 @@ pub(super) fn lock_item(
                 &[(":d", &holder.deploy_id)],
             )?)
         }
-        LockOp::Check(id) => {
+        LockOp::Check(id) | LockOp::CheckOpen(id) => {
+            let condition = if matches!(lock, LockOp::Check(_)) {
+                "deploy_id = :d"
+            } else {
+                "deploy_id = :d AND attribute_not_exists(fenced)"
+            };
             let check = ConditionCheck::builder()
                 .table_name(table)
                 .set_key(Some(lock_key()))
-                .condition_expression("deploy_id = :d")
+                .condition_expression(condition)
                 .expression_attribute_values(":d", s(id))
                 .return_values_on_condition_check_failure(
                     ReturnValuesOnConditionCheckFailure::AllOld,
@@ -96,6 +120,21 @@ pub(super) fn lock_item(
                 .build()
                 .map_err(build_error)?;
             Some(TransactWriteItem::builder().condition_check(check).build())
+        }
+        LockOp::Fence(id) => {
+            let update = Update::builder()
+                .table_name(table)
+                .set_key(Some(lock_key()))
+                .update_expression("SET fenced = if_not_exists(fenced, :t)")
+                .condition_expression("deploy_id = :d")
+                .expression_attribute_values(":d", s(id))
+                .expression_attribute_values(":t", s(&event::now()))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(build_error)?;
+            Some(TransactWriteItem::builder().update(update).build())
         }
         LockOp::Release(id) | LockOp::Break(id) => {
             let condition = if matches!(lock, LockOp::Release(_)) {
@@ -253,6 +292,7 @@ mod tests {
             since: "2024-01-01T00:00:00Z".to_string(),
             operation: "deploy".to_string(),
             expires: None,
+            fenced: None,
         };
         let mine = holder("d1");
         let theirs = holder("d2");
@@ -264,5 +304,16 @@ mod tests {
         assert!(LockOp::Release("d1").allows(None));
         assert!(!LockOp::Release("d1").allows(Some(&theirs)));
         assert!(!LockOp::Break("d1").allows(None));
+        let fenced = Holder {
+            fenced: Some("2024-01-01T00:01:00Z".to_string()),
+            ..mine.clone()
+        };
+        assert!(LockOp::CheckOpen("d1").allows(Some(&mine)));
+        assert!(!LockOp::CheckOpen("d1").allows(Some(&fenced)));
+        assert!(!LockOp::CheckOpen("d1").allows(Some(&theirs)));
+        assert!(LockOp::Check("d1").allows(Some(&fenced)));
+        assert!(LockOp::Fence("d1").allows(Some(&fenced)));
+        assert!(!LockOp::Fence("d1").allows(Some(&theirs)));
+        assert!(!LockOp::Fence("d1").allows(None));
     }
 }

@@ -133,6 +133,11 @@ impl StackState {
             // A measure of the run, for people: nothing of the stack's state.
             Event::Throttled { .. } => {}
             Event::LockTaken { holder } => self.lock = Some(holder.clone()),
+            Event::ActionsFenced { deploy_id } => {
+                if let Some(lock) = self.lock.as_mut().filter(|l| l.deploy_id == *deploy_id) {
+                    lock.fenced.get_or_insert_with(|| at.to_string());
+                }
+            }
             Event::LockReleased { .. } | Event::LockBroken { .. } => self.lock = None,
         }
     }
@@ -194,6 +199,7 @@ impl StackState {
             since: at.to_string(),
             operation: "deploy".into(),
             expires: None,
+            fenced: None,
         });
     }
 

@@ -91,6 +91,7 @@ impl StackState {
             since: at.to_string(),
             operation: "rollback".into(),
             expires: None,
+            fenced: None,
         });
     }
 

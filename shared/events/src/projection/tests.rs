@@ -357,6 +357,7 @@ fn samples() -> Vec<Event> {
         since: "2026-11-29T12:00:00.000Z".into(),
         operation: "deploy".into(),
         expires: None,
+        fenced: None,
     };
     let err = ErrorInfo {
         name: "InvalidRequest".into(),
@@ -528,6 +529,9 @@ fn samples() -> Vec<Event> {
                     lowest_limit: None,
                 },
             ],
+        },
+        Event::ActionsFenced {
+            deploy_id: "d1".into(),
         },
         Event::LockReleased {
             deploy_id: "d1".into(),
