@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::Emulator;
 use crate::cli::{Cli, Run};
-use crate::lambda::{InlineS3Code, engine_bootstrap_zip};
+use crate::lambda::{InlineS3Code, engine_bootstrap_arch, engine_bootstrap_zip};
 
 /// The engine bucket of the emulator's account and region.
 pub const ENGINE_BUCKET: &str = "stackflow-123456789012-us-east-1";
@@ -53,7 +53,8 @@ pub struct Installed {
 
 impl Installed {
     /// Runs `stackflow engine deploy --name <new name> --bootstrap <this build>
-    /// --arch x86_64 <extra>` (the host's build; the stand-in runs it as a process), then
+    /// --arch <its architecture> <extra>` (the host's build, which the stand-in runs as a
+    /// process, or the arm64 artifact, which it runs under qemu), then
     /// widens the provisioning role's trust for the emulator. The engine may deploy
     /// [`SUITE_TYPES`] unless `extra` names its own `--allow-type`.
     pub async fn install(emu: &'static Emulator, extra: &[&str]) -> Installed {
@@ -75,7 +76,7 @@ impl Installed {
             "--bootstrap",
             bootstrap.to_str().unwrap(),
             "--arch",
-            "x86_64",
+            engine_bootstrap_arch(),
         ];
         if !extra.contains(&"--allow-type") {
             args.extend_from_slice(&["--allow-type", SUITE_TYPES]);

@@ -120,33 +120,55 @@ pub async fn create_function(lambda: &aws_sdk_lambda::Client, spec: FunctionSpec
 pub fn engine_bootstrap_zip() -> &'static [u8] {
     static ZIP: OnceLock<Vec<u8>> = OnceLock::new();
     ZIP.get_or_init(|| {
-        let binary = build_engine_bootstrap();
-        // A bootstrap built for another machine (the arm64 artifact, which the stand-in
-        // runs under qemu by its ELF header) is zipped as it is.
-        let bytes = match (built_for_this_machine(&binary), launcher(&binary)) {
-            (true, Some(launcher)) => launcher,
-            _ => stripped(&binary),
+        let binary = engine_bootstrap_bin();
+        // A bootstrap built for another machine (the arm64 artifact, stripped already,
+        // which the stand-in runs under qemu by its ELF header) is zipped as it is.
+        let bytes = if !built_for_this_machine(binary) {
+            std::fs::read(binary).expect("the built bootstrap")
+        } else {
+            launcher(binary).unwrap_or_else(|| stripped(binary))
         };
         zip_files(&[("bootstrap", &bytes)])
     })
 }
 
+/// The Lambda architecture of the engine's bootstrap ([`engine_bootstrap_zip`]'s):
+/// `arm64` for an aarch64 executable (the artifact `.ci/build-arm64` makes, given as
+/// `STACKFLOW_BOOTSTRAP_BIN`), else `x86_64`.
+pub fn engine_bootstrap_arch() -> &'static str {
+    match elf_machine(engine_bootstrap_bin()) {
+        Some(AARCH64) => "arm64",
+        _ => "x86_64",
+    }
+}
+
+/// ELF's machine numbers of aarch64 and x86_64.
+const AARCH64: u16 = 183;
+const X86_64: u16 = 62;
+
+/// The machine an ELF executable at `path` is built for (its header's), if it is one.
+fn elf_machine(path: &Path) -> Option<u16> {
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            use std::io::Read as _;
+            f.read_exact(&mut header)
+        })
+        .ok()?;
+    header
+        .starts_with(b"\x7fELF")
+        .then(|| u16::from_le_bytes([header[18], header[19]]))
+}
+
 /// Whether the executable at `path` is built for this machine's architecture (its ELF
 /// header's machine).
 fn built_for_this_machine(path: &Path) -> bool {
-    let here: u16 = if cfg!(target_arch = "aarch64") {
-        183
+    let here = if cfg!(target_arch = "aarch64") {
+        AARCH64
     } else {
-        62
+        X86_64
     };
-    let mut header = [0u8; 20];
-    let read = std::fs::File::open(path).and_then(|mut f| {
-        use std::io::Read as _;
-        f.read_exact(&mut header)
-    });
-    read.is_ok()
-        && header.starts_with(b"\x7fELF")
-        && u16::from_le_bytes([header[18], header[19]]) == here
+    elf_machine(path) == Some(here)
 }
 
 /// A program that runs `binary` with its own arguments and environment, compiled with
@@ -204,6 +226,12 @@ fn stripped(binary: &Path) -> Vec<u8> {
 /// `cargo test --workspace` built: a `cargo build -p` of the one package resolves other
 /// features and compiles its dependencies again, for minutes, in the middle of a test).
 pub const BOOTSTRAP_ENV: &str = "STACKFLOW_BOOTSTRAP_BIN";
+
+/// [`build_engine_bootstrap`]'s answer, once per test binary.
+fn engine_bootstrap_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_engine_bootstrap)
+}
 
 fn build_engine_bootstrap() -> PathBuf {
     if let Some(path) = std::env::var_os(BOOTSTRAP_ENV).filter(|p| !p.is_empty()) {

@@ -273,38 +273,13 @@ impl Rig {
                     .and_then(|o| serde_json::from_str(o).ok())
                     .unwrap_or(Value::Null);
                 let mut error = format!("{:?}: {:?}", d.error, d.cause);
-                let mut transitions = 0;
-                let mut next: Option<String> = None;
-                loop {
-                    let page = self
-                        .sfn
-                        .get_execution_history()
-                        .execution_arn(arn)
-                        .max_results(1000)
-                        .set_next_token(next.clone())
-                        .send()
-                        .await
-                        .unwrap();
-                    transitions += page
-                        .events()
-                        .iter()
-                        .filter(|e| e.r#type().as_str().ends_with("StateEntered"))
-                        .count();
-                    match page.next_token() {
-                        Some(t) => next = Some(t.to_string()),
-                        None => break,
-                    }
-                }
+                let history = self.history(arn).await;
+                let transitions = history
+                    .iter()
+                    .filter(|e| e.r#type().as_str().ends_with("StateEntered"))
+                    .count();
                 if std::env::var("STACKFLOW_TEST_HISTORY").is_ok() {
-                    let h = self
-                        .sfn
-                        .get_execution_history()
-                        .execution_arn(arn)
-                        .max_results(1000)
-                        .send()
-                        .await
-                        .unwrap();
-                    for e in h.events() {
+                    for e in &history {
                         let detail = e
                             .task_failed_event_details()
                             .map(|d| format!("{:?} {:?}", d.error(), d.cause()))
