@@ -11,7 +11,7 @@
 //! They test the emulator, not stackflow, so they are out of the default run
 //! (`#[ignore]`). `.ci/test` runs them once after each emulator install (every fresh
 //! machine, every version change: `.ci/install-fakecloud` leaves a marker), or when
-//! `STACKFLOW_EMULATOR_SMOKE=1`; by hand: `cargo test -p stackflow-tests --test
+//! `STACKFLOW_EMULATOR_SMOKE=1`; by hand: `cargo test --workspace --test
 //! emulator_smoke -- --ignored`.
 //!
 //! Kept in one file on purpose: each file under `tests/` links its own binary

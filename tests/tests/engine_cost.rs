@@ -22,7 +22,7 @@
 //! and this machine's, not AWS's. A measurement, on demand:
 //!
 //! ```text
-//! cargo test -p stackflow-tests --test engine_cost -- --ignored --nocapture
+//! cargo test --workspace --test engine_cost -- --ignored --nocapture
 //! ```
 
 use std::collections::BTreeMap;
@@ -336,7 +336,7 @@ fn corpus(dir: &str, stem: &str) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: cargo test -p stackflow-tests --test engine_cost -- --ignored --nocapture"]
+#[ignore = "a measurement: cargo test --workspace --test engine_cost -- --ignored --nocapture"]
 async fn cost_of_a_deploy_through_the_installed_engine() {
     let emu = Emulator::shared().await;
     let config = emu.sdk_config().await;

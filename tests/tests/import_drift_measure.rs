@@ -1,5 +1,5 @@
 //! Measurements for issue 14's closing note (ignored by default; run with
-//! `cargo test -p stackflow-tests --test import_drift_measure -- --ignored --nocapture`):
+//! `cargo test --workspace --test import_drift_measure -- --ignored --nocapture`):
 //!
 //! - `drift` of the 200-resource corpus stack (`wide-200`): wall time and AWS calls per
 //!   resource, counted by the latency proxy (no added latency);

@@ -8,7 +8,7 @@
 //! of all coming back at once, so the run finishes with few retries, says so in progress
 //! lines, and records them in a `Throttled` event.
 //!
-//! `cargo test -p stackflow-tests --test throttling -- --nocapture` prints the numbers.
+//! `cargo test --workspace --test throttling -- --nocapture` prints the numbers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
