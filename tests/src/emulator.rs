@@ -659,6 +659,11 @@ fn log_tail(log_path: &Path) -> String {
     }
 }
 
+/// The stand-in's directory of the emulator `instance` whose log is in `log_dir`.
+fn standin_dir(log_dir: &Path, instance: &str) -> PathBuf {
+    log_dir.join(format!("standin-{instance}"))
+}
+
 /// A name no other test (in this or any other process) uses: the prefix
 /// (lowercased, characters other than `a-z0-9-` turned into `-`), the process
 /// id, a per-process counter and a random suffix, e.g.
@@ -666,11 +671,6 @@ fn log_tail(log_path: &Path) -> String {
 /// starting with a letter and not ending with `-`: valid as an S3 bucket name
 /// and for most other AWS names (tables, queues, topics, roles, functions,
 /// state machines, parameters, secrets, log groups, stacks).
-/// The stand-in's directory of the emulator `instance` whose log is in `log_dir`.
-fn standin_dir(log_dir: &Path, instance: &str) -> PathBuf {
-    log_dir.join(format!("standin-{instance}"))
-}
-
 pub fn unique_name(prefix: &str) -> String {
     const MAX: usize = 63;
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -27,7 +27,9 @@ What fakecloud 0.51.0 calls (`fakecloud-lambda` `runtime/docker.rs`,
 - `port ID 8080`: `127.0.0.1:<that port>`.
 - `logs --tail N ID`: the last N lines of what the function wrote (stdout and stderr)
   and the START/END/REPORT lines (fakecloud keeps the last 4 KiB for `LogType=Tail`).
-- `rm -f ID`: stops the server and the function, removes the directory.
+- `rm -f ID`: stops the server and the function, removes the directory; its
+  `config.json` and `log` are kept in `removed/ID/` (fakecloud removes an instance idle
+  for 5 minutes, and a long run's count of REPORT lines must not lose it).
 - anything else (`ps`, `network`, `volume`, `pull`, `tag`, `run`...): exit 1.
 
 How the function runs (a local process, started at the first invocation, as the RIE
@@ -270,7 +272,23 @@ def cmd_rm(args):
             os.killpg(pid, signal.SIGKILL)
         except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
             pass
+        keep_log(cid, root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def keep_log(cid, root):
+    """Moves a removed container's `config.json` and `log` to `removed/<id>/`, so that what
+    its function wrote (its REPORT lines) outlives fakecloud's idle reaper, which removes a
+    warm instance after 5 idle minutes, in the middle of a long deploy."""
+    kept = os.path.join(state_dir(), "removed", cid)
+    try:
+        os.makedirs(kept, mode=0o700, exist_ok=True)
+        for name in ("config.json", "log"):
+            src = os.path.join(root, name)
+            if os.path.exists(src):
+                os.replace(src, os.path.join(kept, name))
+    except OSError:
+        pass
 
 
 def main(argv):

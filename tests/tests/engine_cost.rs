@@ -40,13 +40,18 @@ const REQUEST_USD: f64 = 0.20 / 1_000_000.0;
 type Invocations = BTreeMap<(PathBuf, String), (String, f64)>;
 
 /// Every invocation reported by the stand-in's containers of the engine's functions
-/// (`<engine>-*`), by container and request id.
+/// (`<engine>-*`), by container and request id: the running ones and those fakecloud
+/// removed (an instance idle for 5 minutes; the stand-in keeps its log in `removed/`).
 fn invocations(standin: &Path, engine: &str) -> Invocations {
     let mut out = Invocations::new();
-    let Ok(dirs) = std::fs::read_dir(standin) else {
-        return out;
-    };
-    for dir in dirs.flatten().map(|d| d.path()) {
+    let dirs = [standin.to_path_buf(), standin.join("removed")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .map(|d| d.path())
+        .collect::<Vec<_>>();
+    for dir in dirs {
         let Ok(config) = std::fs::read_to_string(dir.join("config.json")) else {
             continue;
         };

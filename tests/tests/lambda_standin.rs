@@ -240,4 +240,34 @@ async fn functions_of_each_runtime_run_through_the_stand_in() {
     // (the log's tail holds the earlier calls' lines too: the last call's come after its START)
     let last = again.log.rsplit("START RequestId").next().unwrap();
     assert!(!last.contains("Init Duration"), "{}", again.log);
+
+    // fakecloud removes a warm instance (idle for 5 minutes, or as here through its
+    // simulation API); the stand-in keeps what it wrote, REPORT lines included, for the
+    // counts `engine_cost.rs` takes of a long deploy.
+    let (status, answer) = stackflow_tests::triggers::raw_call(
+        emu.endpoint(),
+        "POST",
+        &format!("/_fakecloud/lambda/{shell}/evict-container"),
+        "lambda",
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "evict-container: {answer}");
+    let removed = emu
+        .standin_dir()
+        .expect("a managed emulator")
+        .join("removed");
+    let kept = std::fs::read_dir(&removed)
+        .unwrap_or_else(|e| panic!("{}: {e}", removed.display()))
+        .flatten()
+        .map(|d| d.path())
+        .find(|d| {
+            let config = std::fs::read_to_string(d.join("config.json")).unwrap_or_default();
+            let config: Value = serde_json::from_str(&config).unwrap_or_default();
+            config["env"]["AWS_LAMBDA_FUNCTION_NAME"] == json!(shell)
+        })
+        .unwrap_or_else(|| panic!("no kept log of {shell} in {}", removed.display()));
+    let log = std::fs::read_to_string(kept.join("log")).unwrap();
+    assert_eq!(log.matches("REPORT RequestId: ").count(), 2, "{log}");
 }

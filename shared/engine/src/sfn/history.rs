@@ -212,7 +212,7 @@ mod tests {
         // replacement has a delete too), each part's task retried at its deadline for a
         // day (12 minutes each: 120 retries), then Fail and Release.
         let parent = fixed(COST) + 2 * COST.passing + 2 * parts * per_part(COST, 120);
-        assert!(parent < 10_000, "{parent}");
+        assert_eq!(parent, 8_843);
         // A deploy's own execution runs at most 900 actions of both phases in its `Map`s;
         // with what each phase's deferred actions add (a part waited on for a day), it
         // stays under the guard.
