@@ -28,8 +28,9 @@ What fakecloud 0.51.0 calls (`fakecloud-lambda` `runtime/docker.rs`,
 - `logs --tail N ID`: the last N lines of what the function wrote (stdout and stderr)
   and the START/END/REPORT lines (fakecloud keeps the last 4 KiB for `LogType=Tail`).
 - `rm -f ID`: stops the server and the function, removes the directory; its
-  `config.json` and `log` are kept in `removed/ID/` (fakecloud removes an instance idle
-  for 5 minutes, and a long run's count of REPORT lines must not lose it).
+  `config.json` and its log's START/END/REPORT lines are kept in `removed/ID/` (fakecloud
+  removes an instance idle for 5 minutes, and a long run's count of REPORT lines must not
+  lose it); what the function wrote is not kept.
 - anything else (`ps`, `network`, `volume`, `pull`, `tag`, `run`...): exit 1.
 
 How the function runs (a local process, started at the first invocation, as the RIE
@@ -277,16 +278,20 @@ def cmd_rm(args):
 
 
 def keep_log(cid, root):
-    """Moves a removed container's `config.json` and `log` to `removed/<id>/`, so that what
-    its function wrote (its REPORT lines) outlives fakecloud's idle reaper, which removes a
-    warm instance after 5 idle minutes, in the middle of a long deploy."""
+    """Keeps a removed container's `config.json` and the platform's lines of its log
+    (START, END, REPORT) in `removed/<id>/`, so that a count of invocations outlives
+    fakecloud's idle reaper, which removes a warm instance after 5 idle minutes, in the
+    middle of a long deploy. What the function itself wrote is not kept: it is the
+    function's (a test's handler may print a value on purpose)."""
     kept = os.path.join(state_dir(), "removed", cid)
+    platform = (b"START RequestId: ", b"END RequestId: ", b"REPORT RequestId: ")
     try:
+        with open(os.path.join(root, "log"), "rb") as f:
+            lines = [line for line in f.read().splitlines(True) if line.startswith(platform)]
         os.makedirs(kept, mode=0o700, exist_ok=True)
-        for name in ("config.json", "log"):
-            src = os.path.join(root, name)
-            if os.path.exists(src):
-                os.replace(src, os.path.join(kept, name))
+        os.replace(os.path.join(root, "config.json"), os.path.join(kept, "config.json"))
+        with open(os.path.join(kept, "log"), "wb") as f:
+            f.writelines(lines)
     except OSError:
         pass
 

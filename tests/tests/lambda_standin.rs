@@ -242,8 +242,8 @@ async fn functions_of_each_runtime_run_through_the_stand_in() {
     assert!(!last.contains("Init Duration"), "{}", again.log);
 
     // fakecloud removes a warm instance (idle for 5 minutes, or as here through its
-    // simulation API); the stand-in keeps what it wrote, REPORT lines included, for the
-    // counts `engine_cost.rs` takes of a long deploy.
+    // simulation API); the stand-in keeps its REPORT lines, for the counts
+    // `engine_cost.rs` takes of a long deploy.
     let (status, answer) = stackflow_tests::triggers::raw_call(
         emu.endpoint(),
         "POST",
@@ -270,4 +270,11 @@ async fn functions_of_each_runtime_run_through_the_stand_in() {
         .unwrap_or_else(|| panic!("no kept log of {shell} in {}", removed.display()));
     let log = std::fs::read_to_string(kept.join("log")).unwrap();
     assert_eq!(log.matches("REPORT RequestId: ").count(), 2, "{log}");
+    // Only the platform's lines: what the function wrote is the function's.
+    let platform = ["START RequestId: ", "END RequestId: ", "REPORT RequestId: "];
+    assert!(
+        log.lines()
+            .all(|l| platform.iter().any(|p| l.starts_with(p))),
+        "{log}"
+    );
 }
