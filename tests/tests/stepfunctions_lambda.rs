@@ -647,7 +647,7 @@ fn parameters(stack: &str, n: usize, renamed: usize) -> stackflow_core::template
 /// phase of more than 900 actions runs in parts, each an execution of its own; every
 /// execution's history (all pages, the parts' executions too) stays under 20,000 events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "on demand, an hour and more on the emulator: cargo test --workspace --test stepfunctions_lambda -- --ignored --exact two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget (STACKFLOW_SCALE_RESOURCES and STACKFLOW_PART_ACTIONS run it smaller)"]
+#[ignore = "on demand, an hour and more on the emulator: cargo test --workspace --test stepfunctions_lambda -- --ignored --exact two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget (STACKFLOW_SCALE_RESOURCES and STACKFLOW_PART_ACTIONS run it smaller: .ci/test runs 24 in parts of 8)"]
 async fn two_thousand_resources_and_a_thousand_replacements_stay_under_the_history_budget() {
     let rig = lambda_rig().await;
     let n = scale();
